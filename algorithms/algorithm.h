@@ -1,0 +1,96 @@
+// File: algorithms/algorithm.h
+// How an algorithm is declared: a pure build function plus metadata, registered from its own
+// file with TUTTI_REGISTER_ALGORITHM. No central list, no enum: adding an algorithm is adding one
+// .cc file to algorithms/. Also the ScheduleBuilder and the rank-math helpers (patterns).
+#pragma once
+
+#include <string_view>
+#include <vector>
+
+#include "algorithms/schedule.h"
+#include "core/status.h"
+
+namespace tutti::algo {
+
+/// Metadata of one algorithm. Designated initialisers must follow this declaration order.
+struct AlgorithmInfo {
+  std::string_view name;     ///< unique per coll; selectable with Communicator::setAlgorithm
+  Coll coll;
+  std::string_view summary;  ///< one line
+  /// Whether the algorithm handles this shape; nullptr means always. Declining is not an error.
+  bool (*supports)(const CollShape&) = nullptr;
+  /// Pure: no I/O, no globals, deterministic. Same round numbering on every rank.
+  Result<Schedule> (*build)(const CollShape&) = nullptr;
+  /// Preference when no algorithm is requested (higher wins among those that support the
+  /// shape). The cost-model selector replaces this.
+  int priority = 0;
+};
+
+/// Every registered algorithm (registration order is unspecified).
+const std::vector<AlgorithmInfo>& registry();
+/// The algorithm named `name` for `coll`, or nullptr.
+const AlgorithmInfo* find(Coll coll, std::string_view name);
+/// The default choice for a shape: the highest-priority algorithm that supports it, or nullptr.
+const AlgorithmInfo* pickDefault(const CollShape& shape);
+
+struct Registrar {
+  explicit Registrar(const AlgorithmInfo& info);
+};
+
+/// Rank arithmetic shared by algorithms (UCC's coll_patterns idea).
+namespace patterns {
+inline int mod(long a, int n) { return static_cast<int>(((a % n) + n) % n); }
+inline int ringNext(int r, int n) { return mod(r + 1, n); }
+inline int ringPrev(int r, int n) { return mod(r - 1, n); }
+struct Chunk {
+  size_t offset = 0, count = 0;
+};
+/// Splits `count` elements into n chunks whose sizes differ by at most one (the first
+/// count % n chunks get the extra element). Chunk i of n.
+inline Chunk evenChunk(size_t count, int n, int i) {
+  size_t base = count / n, extra = count % n, ui = static_cast<size_t>(i);
+  return {ui * base + (ui < extra ? ui : extra), base + (ui < extra ? 1 : 0)};
+}
+}  // namespace patterns
+
+/// Builds a Schedule round by round; finish() validates it (peers in range and not self for
+/// communication, src/dst ranges inside bufferCount / scratchCount, forward peers set).
+class ScheduleBuilder {
+ public:
+  explicit ScheduleBuilder(const CollShape& shape);
+
+  ScheduleBuilder& send(int peer, Buf src, size_t srcOffset, size_t count);
+  ScheduleBuilder& recv(int peer, Buf dst, size_t dstOffset, size_t count);
+  /// dst = src op incoming.
+  ScheduleBuilder& recvReduce(int peer, Buf src, size_t srcOffset, Buf dst, size_t dstOffset,
+                              size_t count);
+  /// dst = src op incoming, then forward dst to sendPeer.
+  ScheduleBuilder& recvReduceSend(int peer, int sendPeer, Buf src, size_t srcOffset, Buf dst,
+                                  size_t dstOffset, size_t count);
+  /// dst = incoming, then forward dst to sendPeer.
+  ScheduleBuilder& recvCopySend(int peer, int sendPeer, Buf dst, size_t dstOffset, size_t count);
+  ScheduleBuilder& copy(Buf src, size_t srcOffset, Buf dst, size_t dstOffset, size_t count);
+  ScheduleBuilder& reduce(Buf src, size_t srcOffset, Buf dst, size_t dstOffset, size_t count);
+  /// Closes the current round (an empty round is kept: round numbers align across ranks).
+  ScheduleBuilder& nextRound();
+  /// Reserves scratch space; returns the offset of the reserved range.
+  size_t scratch(size_t count);
+
+  Result<Schedule> finish();
+
+ private:
+  ScheduleBuilder& add(const Step& step);
+  CollShape shape_;
+  Schedule sched_;
+  std::vector<Step> current_;
+};
+
+}  // namespace tutti::algo
+
+#define TUTTI_ALGO_CONCAT_(a, b) a##b
+#define TUTTI_ALGO_CONCAT(a, b) TUTTI_ALGO_CONCAT_(a, b)
+/// TUTTI_REGISTER_ALGORITHM({.name = "ring", .coll = Coll::kAllReduce, .summary = "...",
+///                           .build = build});
+#define TUTTI_REGISTER_ALGORITHM(...)                                                 \
+  static const ::tutti::algo::Registrar TUTTI_ALGO_CONCAT(tutti_algorithm_, __LINE__)( \
+      ::tutti::algo::AlgorithmInfo __VA_ARGS__)

@@ -1,0 +1,178 @@
+// File: algorithms/schedule.cc
+// Schedule IR helpers, the ScheduleBuilder's validation and the algorithm registry.
+#include <algorithm>
+
+#include "algorithms/algorithm.h"
+
+namespace tutti::algo {
+
+const char* opName(Op op) {
+  switch (op) {
+    case Op::kSend: return "send";
+    case Op::kRecv: return "recv";
+    case Op::kRecvReduce: return "recvReduce";
+    case Op::kRecvReduceSend: return "recvReduceSend";
+    case Op::kRecvCopySend: return "recvCopySend";
+    case Op::kCopy: return "copy";
+    case Op::kReduce: return "reduce";
+  }
+  return "?";
+}
+
+const char* bufName(Buf b) {
+  switch (b) {
+    case Buf::kInput: return "input";
+    case Buf::kOutput: return "output";
+    case Buf::kScratch: return "scratch";
+  }
+  return "?";
+}
+
+size_t bufferCount(const CollShape& s, Buf buf) {
+  const size_t n = static_cast<size_t>(s.nranks), c = s.count;
+  const bool root = s.rank == s.root;
+  const bool in = buf == Buf::kInput;
+  switch (s.coll) {
+    case Coll::kAllReduce: return c;
+    case Coll::kAllGather: return in ? c : n * c;
+    case Coll::kReduceScatter: return in ? n * c : c;
+    case Coll::kBroadcast: return in ? (root ? c : 0) : c;
+    case Coll::kReduce: return in ? c : (root ? c : 0);
+    case Coll::kAllToAll: return n * c;
+    case Coll::kGather: return in ? c : (root ? n * c : 0);
+    case Coll::kScatter: return in ? (root ? n * c : 0) : c;
+    case Coll::kSendRecv: return c;
+    case Coll::kBarrier: return 0;
+  }
+  return 0;
+}
+
+std::string toString(const Schedule& s) {
+  std::string out;
+  for (size_t r = 0; r < s.rounds.size(); ++r) {
+    for (const Step& st : s.rounds[r]) {
+      out += fmt::format("round {}: {} peer={} sendPeer={} {}[{},+{}) -> {}[{},+{})\n", r,
+                         opName(st.op), st.peer, st.sendPeer, bufName(st.src), st.srcOffset,
+                         st.count, bufName(st.dst), st.dstOffset, st.count);
+    }
+  }
+  return out;
+}
+
+// ---- registry ----
+
+namespace {
+std::vector<AlgorithmInfo>& mutableRegistry() {
+  static std::vector<AlgorithmInfo> r;
+  return r;
+}
+}  // namespace
+
+Registrar::Registrar(const AlgorithmInfo& info) { mutableRegistry().push_back(info); }
+
+const std::vector<AlgorithmInfo>& registry() { return mutableRegistry(); }
+
+const AlgorithmInfo* find(Coll coll, std::string_view name) {
+  for (const auto& a : registry())
+    if (a.coll == coll && a.name == name) return &a;
+  return nullptr;
+}
+
+const AlgorithmInfo* pickDefault(const CollShape& shape) {
+  const AlgorithmInfo* best = nullptr;
+  for (const auto& a : registry()) {
+    if (a.coll != shape.coll || (a.supports && !a.supports(shape))) continue;
+    if (!best || a.priority > best->priority ||
+        (a.priority == best->priority && a.name < best->name))
+      best = &a;
+  }
+  return best;
+}
+
+// ---- builder ----
+
+ScheduleBuilder::ScheduleBuilder(const CollShape& shape) : shape_(shape) {}
+
+ScheduleBuilder& ScheduleBuilder::add(const Step& step) {
+  current_.push_back(step);
+  return *this;
+}
+
+ScheduleBuilder& ScheduleBuilder::send(int peer, Buf src, size_t srcOffset, size_t count) {
+  return add({.op = Op::kSend, .peer = peer, .src = src, .srcOffset = srcOffset, .count = count});
+}
+ScheduleBuilder& ScheduleBuilder::recv(int peer, Buf dst, size_t dstOffset, size_t count) {
+  return add({.op = Op::kRecv, .peer = peer, .dst = dst, .dstOffset = dstOffset, .count = count});
+}
+ScheduleBuilder& ScheduleBuilder::recvReduce(int peer, Buf src, size_t srcOffset, Buf dst,
+                                             size_t dstOffset, size_t count) {
+  return add({.op = Op::kRecvReduce, .peer = peer, .src = src, .srcOffset = srcOffset, .dst = dst,
+              .dstOffset = dstOffset, .count = count});
+}
+ScheduleBuilder& ScheduleBuilder::recvReduceSend(int peer, int sendPeer, Buf src, size_t srcOffset,
+                                                 Buf dst, size_t dstOffset, size_t count) {
+  return add({.op = Op::kRecvReduceSend, .peer = peer, .sendPeer = sendPeer, .src = src,
+              .srcOffset = srcOffset, .dst = dst, .dstOffset = dstOffset, .count = count});
+}
+ScheduleBuilder& ScheduleBuilder::recvCopySend(int peer, int sendPeer, Buf dst, size_t dstOffset,
+                                               size_t count) {
+  return add({.op = Op::kRecvCopySend, .peer = peer, .sendPeer = sendPeer, .dst = dst,
+              .dstOffset = dstOffset, .count = count});
+}
+ScheduleBuilder& ScheduleBuilder::copy(Buf src, size_t srcOffset, Buf dst, size_t dstOffset,
+                                       size_t count) {
+  return add({.op = Op::kCopy, .src = src, .srcOffset = srcOffset, .dst = dst,
+              .dstOffset = dstOffset, .count = count});
+}
+ScheduleBuilder& ScheduleBuilder::reduce(Buf src, size_t srcOffset, Buf dst, size_t dstOffset,
+                                         size_t count) {
+  return add({.op = Op::kReduce, .src = src, .srcOffset = srcOffset, .dst = dst,
+              .dstOffset = dstOffset, .count = count});
+}
+ScheduleBuilder& ScheduleBuilder::nextRound() {
+  sched_.rounds.push_back(std::move(current_));
+  current_.clear();
+  return *this;
+}
+size_t ScheduleBuilder::scratch(size_t count) {
+  size_t off = sched_.scratchCount;
+  sched_.scratchCount += count;
+  return off;
+}
+
+Result<Schedule> ScheduleBuilder::finish() {
+  if (!current_.empty()) nextRound();
+  const auto limit = [&](Buf b) {
+    return b == Buf::kScratch ? sched_.scratchCount : bufferCount(shape_, b);
+  };
+  for (size_t r = 0; r < sched_.rounds.size(); ++r) {
+    for (const Step& st : sched_.rounds[r]) {
+      const bool comm = st.op != Op::kCopy && st.op != Op::kReduce;
+      const bool reads = st.op == Op::kSend || st.op == Op::kCopy || st.op == Op::kReduce ||
+                         st.op == Op::kRecvReduce || st.op == Op::kRecvReduceSend;
+      const bool writes = st.op != Op::kSend;
+      const bool forwards = st.op == Op::kRecvReduceSend || st.op == Op::kRecvCopySend;
+      auto where = [&] {
+        return fmt::format("(rank={}/{}, round={}, op={}, count={})", shape_.rank, shape_.nranks,
+                           r, opName(st.op), st.count);
+      };
+      if (comm && (st.peer < 0 || st.peer >= shape_.nranks || st.peer == shape_.rank))
+        return internalError("schedule: invalid peer {} {}", st.peer, where());
+      if (forwards && (st.sendPeer < 0 || st.sendPeer >= shape_.nranks ||
+                       st.sendPeer == shape_.rank))
+        return internalError("schedule: invalid sendPeer {} {}", st.sendPeer, where());
+      if (st.count == 0) continue;
+      if (reads && st.srcOffset + st.count > limit(st.src))
+        return internalError("schedule: {}[{},+{}) out of bounds (size {}) {}", bufName(st.src),
+                             st.srcOffset, st.count, limit(st.src), where());
+      if (writes && st.dst == Buf::kInput)
+        return internalError("schedule: writes the input buffer {}", where());
+      if (writes && st.dstOffset + st.count > limit(st.dst))
+        return internalError("schedule: {}[{},+{}) out of bounds (size {}) {}", bufName(st.dst),
+                             st.dstOffset, st.count, limit(st.dst), where());
+    }
+  }
+  return std::move(sched_);
+}
+
+}  // namespace tutti::algo

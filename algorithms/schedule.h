@@ -1,0 +1,73 @@
+// File: algorithms/schedule.h
+// The schedule IR: what one rank does in one collective, as data. A Schedule is an ordered list of
+// rounds; the steps of a round are independent of each other. Ranges are in ELEMENTS of the call's
+// dtype, never bytes. The same object is executed by the engine (and later verified/simulated).
+//
+// Matching rule (what makes bounded transport buffers deadlock-free): a send in round k of rank A
+// to rank B is matched by a receive from A in round k of rank B, and messages between a pair are
+// matched in order. Algorithms therefore keep the same round numbering on every rank (a rank with
+// nothing to do in a round leaves it empty).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <tutti/types.hpp>
+
+namespace tutti::algo {
+
+/// Step operations (at most 8; a new fused op needs a benchmark that shows its gain).
+enum class Op : uint8_t {
+  kSend,            ///< send src[srcOffset, +count) to peer
+  kRecv,            ///< dst[dstOffset, +count) = incoming from peer
+  kRecvReduce,      ///< dst = src op incoming (src may be the same range as dst: accumulate)
+  kRecvReduceSend,  ///< dst = src op incoming, then dst is forwarded to sendPeer (pipelined)
+  kRecvCopySend,    ///< dst = incoming, then dst is forwarded to sendPeer (pipelined)
+  kCopy,            ///< dst = src (local)
+  kReduce,          ///< dst = dst op src (local)
+};
+const char* opName(Op op);
+
+/// The buffers a step may name. input/output are the user's send/recv buffers; scratch is owned
+/// by the plan (Schedule::scratchCount elements).
+enum class Buf : uint8_t { kInput, kOutput, kScratch };
+const char* bufName(Buf b);
+
+struct Step {
+  Op op = Op::kCopy;
+  int peer = -1;      ///< send: destination; recv*: source
+  int sendPeer = -1;  ///< recvReduceSend / recvCopySend: where dst is forwarded
+  Buf src = Buf::kInput;
+  size_t srcOffset = 0;
+  Buf dst = Buf::kOutput;
+  size_t dstOffset = 0;
+  size_t count = 0;  ///< elements
+};
+
+struct Schedule {
+  std::vector<std::vector<Step>> rounds;
+  size_t scratchCount = 0;  ///< elements of the call's dtype
+};
+
+/// What a schedule is built for: one rank's view of one call.
+struct CollShape {
+  Coll coll = Coll::kAllReduce;
+  int rank = 0;
+  int nranks = 1;
+  size_t count = 0;  ///< the API count (per rank for allgather, reducescatter, alltoall, ...)
+  DataType dtype = DataType::kFloat32;
+  RedOp op = RedOp::kSum;
+  int root = 0;  ///< rooted collectives; 0 otherwise
+  bool inPlace = false;
+};
+
+/// Elements of `buf` that a call of this shape may touch on this rank (0 where NCCL allows the
+/// buffer to be null, e.g. recvbuff of a non-root reduce). Scratch is not covered here.
+size_t bufferCount(const CollShape& s, Buf buf);
+
+/// One line per step, for logs and tests ("r0: send peer=1 input[0,+4)").
+std::string toString(const Schedule& s);
+
+}  // namespace tutti::algo

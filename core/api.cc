@@ -1,0 +1,297 @@
+// File: core/api.cc
+// The public C++ API (include/tutti/tutti.hpp) on top of CommImpl: UniqueId creation, the
+// launcher-environment path, and one thin forwarding function per collective.
+#include <ifaddrs.h>
+#include <net/if.h>
+
+#include "algorithms/algorithm.h"
+#include "core/comm.h"
+#include "core/config.h"
+#include "core/env.h"
+#include "core/launcher_env.h"
+#include "core/log.h"
+
+namespace tutti {
+
+using detail::CallArgs;
+using detail::CommImpl;
+
+const char* versionString() { return TUTTI_VERSION_STRING; }
+
+namespace {
+
+std::chrono::milliseconds bootstrapTimeout(const Options& o) {
+  if (o.bootstrapTimeout.count() > 0) return o.bootstrapTimeout;
+  auto v = env::get({"TUTTI_BOOTSTRAP_TIMEOUT"});
+  auto n = v ? env::parseInt(*v) : std::nullopt;
+  return std::chrono::seconds(n && *n > 0 ? *n : 120);
+}
+
+// First IPv4 address of an interface matching TUTTI_SOCKET_IFNAME / NCCL_SOCKET_IFNAME
+// (comma-separated prefixes; '^' excludes; '=' exact names); loopback when unset.
+Result<net::SockAddr> rootBindAddress() {
+  auto spec = env::get({"TUTTI_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"});
+  if (!spec || spec->empty()) return net::parseHostPort("127.0.0.1:0");
+  std::string s = *spec;
+  bool exclude = false, exact = false;
+  if (!s.empty() && s[0] == '^') exclude = true, s.erase(0, 1);
+  if (!s.empty() && s[0] == '=') exact = true, s.erase(0, 1);
+  std::vector<std::string> names;
+  for (size_t pos = 0; pos <= s.size();) {
+    size_t end = s.find(',', pos);
+    if (end == std::string::npos) end = s.size();
+    if (end > pos) names.push_back(s.substr(pos, end - pos));
+    pos = end + 1;
+  }
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return systemError("getifaddrs: {}", errnoString(errno));
+  net::SockAddr found;
+  for (ifaddrs* i = list; i; i = i->ifa_next) {
+    if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET || !(i->ifa_flags & IFF_UP)) continue;
+    bool match = false;
+    for (auto& n : names)
+      match = match || (exact ? n == i->ifa_name : std::string(i->ifa_name).rfind(n, 0) == 0);
+    if (match == exclude) continue;
+    std::memcpy(&found.storage, i->ifa_addr, sizeof(sockaddr_in));
+    found.len = sizeof(sockaddr_in);
+    break;
+  }
+  freeifaddrs(list);
+  if (found.len == 0)
+    return invalidArgument("TUTTI_SOCKET_IFNAME='{}' matches no interface that is up with an "
+                           "IPv4 address",
+                           *spec);
+  return found;
+}
+
+}  // namespace
+
+Result<UniqueId> createUniqueId() {
+  log::init();
+  bootstrap::IdData d;
+  d.secret = bootstrap::randomSecret();
+  net::SockAddr addr;
+  if (auto id = env::get({"TUTTI_COMM_ID", "NCCL_COMM_ID"}); id && !id->empty()) {
+    TUTTI_TRY_ASSIGN(addr, net::parseHostPort(*id));
+  } else {
+    TUTTI_TRY_ASSIGN(addr, rootBindAddress());
+  }
+  TUTTI_TRY_ASSIGN(d.root, bootstrap::startRoot(addr, d.secret, bootstrapTimeout(Options{})));
+  return bootstrap::encodeId(d);
+}
+
+// ---- Communicator ----
+
+Communicator::Communicator(std::shared_ptr<detail::CommImpl> impl) : impl_(std::move(impl)) {}
+Communicator::Communicator(Communicator&&) noexcept = default;
+Communicator& Communicator::operator=(Communicator&&) noexcept = default;
+Communicator::~Communicator() = default;
+
+Result<Communicator> Communicator::create(const UniqueId& id, int rank, int nranks,
+                                          const Options& options) {
+  TUTTI_TRY_ASSIGN(auto data, bootstrap::decodeId(id));
+  TUTTI_TRY_ASSIGN(auto impl, CommImpl::create(data, rank, nranks, options));
+  return Communicator(std::move(impl));
+}
+
+Result<Communicator> Communicator::fromEnvironment(const Options& options) {
+  log::init();
+  TUTTI_TRY_ASSIGN(LaunchEnv e, readLaunchEnv());
+  bootstrap::IdData data;
+  data.secret = e.secret;
+  auto addr = net::parseHostPort(e.rootAddress);
+  if (!addr.isOk())
+    return invalidArgument("root address from {} is invalid: {}", e.rootSource,
+                           addr.status().message());
+  data.root = addr.value();
+  if (e.rank == 0) {
+    auto bound = bootstrap::startRoot(data.root, data.secret, bootstrapTimeout(options));
+    if (!bound.isOk())
+      return Status(bound.status().code(),
+                    fmt::format("rank 0 cannot host the rendezvous root at {} (from {}): {}",
+                                e.rootAddress, e.rootSource, bound.status().message()));
+  }
+  TUTTI_LOG_INFO(Subsys::kInit, "init: launcher {} rank {}/{} root {} ({})", e.launcher, e.rank,
+                 e.nranks, e.rootAddress, e.rootSource);
+  TUTTI_TRY_ASSIGN(auto impl, CommImpl::create(data, e.rank, e.nranks, options));
+  return Communicator(std::move(impl));
+}
+
+namespace {
+Status noComm(const char* api) {
+  return invalidUsage("{}: the communicator is empty (moved from or never created)", api);
+}
+}  // namespace
+
+#define TUTTI_COMM_OR_FAIL(api) \
+  if (!impl_) return noComm(api)
+
+int Communicator::rank() const { return impl_ ? impl_->rank() : -1; }
+int Communicator::size() const { return impl_ ? impl_->size() : 0; }
+std::string Communicator::transportTo(int peer) const {
+  return impl_ ? impl_->transportTo(peer) : std::string();
+}
+
+namespace {
+CallArgs makeArgs(const char* api, Coll coll, const void* send, void* recv, size_t count,
+                  DataType dtype, RedOp op, int root) {
+  CallArgs a;
+  a.api = api;
+  a.coll = coll;
+  a.send = send;
+  a.recv = recv;
+  a.count = count;
+  a.dtype = dtype;
+  a.op = op;
+  a.root = root;
+  return a;
+}
+}  // namespace
+
+Status Communicator::allReduce(const void* send, void* recv, size_t count, DataType dtype,
+                               RedOp op) {
+  TUTTI_COMM_OR_FAIL("allReduce");
+  return impl_->run(makeArgs("allReduce", Coll::kAllReduce, send, recv, count, dtype, op, 0));
+}
+Status Communicator::allGather(const void* send, void* recv, size_t count, DataType dtype) {
+  TUTTI_COMM_OR_FAIL("allGather");
+  return impl_->run(
+      makeArgs("allGather", Coll::kAllGather, send, recv, count, dtype, RedOp::kSum, 0));
+}
+Status Communicator::reduceScatter(const void* send, void* recv, size_t count, DataType dtype,
+                                   RedOp op) {
+  TUTTI_COMM_OR_FAIL("reduceScatter");
+  return impl_->run(
+      makeArgs("reduceScatter", Coll::kReduceScatter, send, recv, count, dtype, op, 0));
+}
+Status Communicator::broadcast(const void* send, void* recv, size_t count, DataType dtype,
+                               int root) {
+  TUTTI_COMM_OR_FAIL("broadcast");
+  return impl_->run(
+      makeArgs("broadcast", Coll::kBroadcast, send, recv, count, dtype, RedOp::kSum, root));
+}
+Status Communicator::reduce(const void* send, void* recv, size_t count, DataType dtype, RedOp op,
+                            int root) {
+  TUTTI_COMM_OR_FAIL("reduce");
+  return impl_->run(makeArgs("reduce", Coll::kReduce, send, recv, count, dtype, op, root));
+}
+Status Communicator::allToAll(const void* send, void* recv, size_t count, DataType dtype) {
+  TUTTI_COMM_OR_FAIL("allToAll");
+  return impl_->run(
+      makeArgs("allToAll", Coll::kAllToAll, send, recv, count, dtype, RedOp::kSum, 0));
+}
+Status Communicator::gather(const void* send, void* recv, size_t count, DataType dtype, int root) {
+  TUTTI_COMM_OR_FAIL("gather");
+  return impl_->run(makeArgs("gather", Coll::kGather, send, recv, count, dtype, RedOp::kSum, root));
+}
+Status Communicator::scatter(const void* send, void* recv, size_t count, DataType dtype,
+                             int root) {
+  TUTTI_COMM_OR_FAIL("scatter");
+  return impl_->run(
+      makeArgs("scatter", Coll::kScatter, send, recv, count, dtype, RedOp::kSum, root));
+}
+Status Communicator::send(const void* buf, size_t count, DataType dtype, int peer) {
+  TUTTI_COMM_OR_FAIL("send");
+  CallArgs a = makeArgs("send", Coll::kSendRecv, buf, nullptr, count, dtype, RedOp::kSum, 0);
+  a.sendPeer = peer;
+  if (peer == -1) a.sendPeer = -2;  // -1 means "no send": make it an out-of-range peer
+  return impl_->run(a);
+}
+Status Communicator::recv(void* buf, size_t count, DataType dtype, int peer) {
+  TUTTI_COMM_OR_FAIL("recv");
+  CallArgs a = makeArgs("recv", Coll::kSendRecv, nullptr, buf, count, dtype, RedOp::kSum, 0);
+  a.recvPeer = peer == -1 ? -2 : peer;
+  return impl_->run(a);
+}
+Status Communicator::sendRecv(const void* send, int sendPeer, void* recv, int recvPeer,
+                              size_t count, DataType dtype) {
+  TUTTI_COMM_OR_FAIL("sendRecv");
+  CallArgs a = makeArgs("sendRecv", Coll::kSendRecv, send, recv, count, dtype, RedOp::kSum, 0);
+  a.sendPeer = sendPeer == -1 ? -2 : sendPeer;
+  a.recvPeer = recvPeer == -1 ? -2 : recvPeer;
+  return impl_->run(a);
+}
+Status Communicator::barrier() {
+  TUTTI_COMM_OR_FAIL("barrier");
+  return impl_->run(
+      makeArgs("barrier", Coll::kBarrier, nullptr, nullptr, 0, DataType::kUint8, RedOp::kSum, 0));
+}
+
+Result<Work> Communicator::allReduceAsync(const void* send, void* recv, size_t count,
+                                          DataType dtype, RedOp op) {
+  TUTTI_COMM_OR_FAIL("allReduceAsync");
+  return impl_->runAsync(
+      makeArgs("allReduceAsync", Coll::kAllReduce, send, recv, count, dtype, op, 0));
+}
+Result<Work> Communicator::allGatherAsync(const void* send, void* recv, size_t count,
+                                          DataType dtype) {
+  TUTTI_COMM_OR_FAIL("allGatherAsync");
+  return impl_->runAsync(
+      makeArgs("allGatherAsync", Coll::kAllGather, send, recv, count, dtype, RedOp::kSum, 0));
+}
+Result<Work> Communicator::reduceScatterAsync(const void* send, void* recv, size_t count,
+                                              DataType dtype, RedOp op) {
+  TUTTI_COMM_OR_FAIL("reduceScatterAsync");
+  return impl_->runAsync(
+      makeArgs("reduceScatterAsync", Coll::kReduceScatter, send, recv, count, dtype, op, 0));
+}
+Result<Work> Communicator::broadcastAsync(const void* send, void* recv, size_t count,
+                                          DataType dtype, int root) {
+  TUTTI_COMM_OR_FAIL("broadcastAsync");
+  return impl_->runAsync(
+      makeArgs("broadcastAsync", Coll::kBroadcast, send, recv, count, dtype, RedOp::kSum, root));
+}
+Result<Work> Communicator::reduceAsync(const void* send, void* recv, size_t count, DataType dtype,
+                                       RedOp op, int root) {
+  TUTTI_COMM_OR_FAIL("reduceAsync");
+  return impl_->runAsync(makeArgs("reduceAsync", Coll::kReduce, send, recv, count, dtype, op, root));
+}
+Result<Work> Communicator::allToAllAsync(const void* send, void* recv, size_t count,
+                                         DataType dtype) {
+  TUTTI_COMM_OR_FAIL("allToAllAsync");
+  return impl_->runAsync(
+      makeArgs("allToAllAsync", Coll::kAllToAll, send, recv, count, dtype, RedOp::kSum, 0));
+}
+Result<Work> Communicator::gatherAsync(const void* send, void* recv, size_t count, DataType dtype,
+                                       int root) {
+  TUTTI_COMM_OR_FAIL("gatherAsync");
+  return impl_->runAsync(
+      makeArgs("gatherAsync", Coll::kGather, send, recv, count, dtype, RedOp::kSum, root));
+}
+Result<Work> Communicator::scatterAsync(const void* send, void* recv, size_t count,
+                                        DataType dtype, int root) {
+  TUTTI_COMM_OR_FAIL("scatterAsync");
+  return impl_->runAsync(
+      makeArgs("scatterAsync", Coll::kScatter, send, recv, count, dtype, RedOp::kSum, root));
+}
+Result<Work> Communicator::barrierAsync() {
+  TUTTI_COMM_OR_FAIL("barrierAsync");
+  return impl_->runAsync(makeArgs("barrierAsync", Coll::kBarrier, nullptr, nullptr, 0,
+                                  DataType::kUint8, RedOp::kSum, 0));
+}
+
+void Communicator::abort() {
+  if (impl_) impl_->abort();
+}
+Status Communicator::asyncError() const {
+  if (!impl_) return noComm("asyncError");
+  return impl_->asyncError();
+}
+Status Communicator::setAlgorithm(Coll coll, const std::string& name) {
+  TUTTI_COMM_OR_FAIL("setAlgorithm");
+  return impl_->setAlgorithm(coll, name);
+}
+std::vector<std::string> Communicator::algorithms(Coll coll) {
+  std::vector<std::string> names;
+  for (const auto& a : algo::registry())
+    if (a.coll == coll) names.emplace_back(a.name);
+  return names;
+}
+
+// ---- Work ----
+
+Status Work::wait() const { return state_ ? state_->wait() : Status::ok(); }
+bool Work::test() const { return !state_ || state_->done(); }
+Status Work::error() const { return state_ ? state_->status() : Status::ok(); }
+
+}  // namespace tutti

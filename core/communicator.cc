@@ -1,0 +1,486 @@
+// File: core/communicator.cc
+// CommImpl: initialisation (bootstrap, peer info, transport choice per peer), argument checks,
+// the plan cache, blocking and asynchronous execution, errors and abort.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+
+#include "algorithms/algorithm.h"
+#include "core/comm.h"
+#include "core/env.h"
+#include "core/host_id.h"
+#include "core/log.h"
+
+namespace tutti::detail {
+
+namespace {
+
+TUTTI_PARAM_STRING(kTransports, "TUTTI_TRANSPORTS", nullptr, "CORE", "",
+                   "comma-separated transports allowed (shm,tcp); empty = all");
+TUTTI_PARAM_STRING(kAlgo, "TUTTI_ALGO", nullptr, "ALGO", "",
+                   "algorithm override: 'name' for every collective that has it, or "
+                   "'allreduce:ring;broadcast:chain'");
+TUTTI_PARAM_INT(kTimeoutSec, "TUTTI_TIMEOUT", nullptr, "CORE", 0,
+                "collective timeout in seconds (0 = none; dead peers are still detected)");
+TUTTI_PARAM_INT(kBootstrapTimeoutSec, "TUTTI_BOOTSTRAP_TIMEOUT", nullptr, "CORE", 120,
+                "bootstrap timeout in seconds");
+
+constexpr char kSep = '\x1f';
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  for (;;) {
+    size_t end = s.find(sep, pos);
+    out.push_back(s.substr(pos, end == std::string::npos ? std::string::npos : end - pos));
+    if (end == std::string::npos) break;
+    pos = end + 1;
+  }
+  return out;
+}
+
+std::string trim(std::string s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
+  size_t i = 0;
+  while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
+  return s.substr(i);
+}
+
+bool overlaps(const void* a, size_t aBytes, const void* b, size_t bBytes) {
+  if (aBytes == 0 || bBytes == 0) return false;
+  auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
+  return x < y + bBytes && y < x + aBytes;
+}
+
+}  // namespace
+
+// ---- WorkState ----
+
+void WorkState::finish(Status s) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    status_ = std::move(s);
+    done_ = true;
+  }
+  cv_.notify_all();
+}
+Status WorkState::wait() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return done_; });
+  return status_;
+}
+bool WorkState::done() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return done_;
+}
+Status WorkState::status() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return done_ ? status_ : Status(Code::kInProgress, "operation in progress");
+}
+
+// ---- creation ----
+
+Result<std::shared_ptr<CommImpl>> CommImpl::create(const bootstrap::IdData& id, int rank,
+                                                   int nranks, const Options& options) {
+  log::init();
+  if (nranks < 1) return invalidArgument("Communicator::create: nranks must be >= 1 (nranks={})", nranks);
+  if (rank < 0 || rank >= nranks)
+    return invalidArgument("Communicator::create: rank {} is outside [0, {})", rank, nranks);
+  std::shared_ptr<CommImpl> c(new CommImpl());
+  c->rank_ = rank;
+  c->nranks_ = nranks;
+  log::setRank(rank);
+  TUTTI_TRY(c->init(id, options));
+  return c;
+}
+
+Status CommImpl::init(const bootstrap::IdData& id, const Options& options) {
+  auto bootTimeout = options.bootstrapTimeout.count() > 0
+                         ? options.bootstrapTimeout
+                         : std::chrono::milliseconds(kBootstrapTimeoutSec.get() * 1000);
+  TUTTI_TRY_ASSIGN(boot_, bootstrap::Bootstrap::join(id, rank_, nranks_, bootTimeout));
+
+  // Who is where.
+  const std::string me = fmt::format("{}{}{}{}{}", getpid(), kSep, hostId(), kSep, hostName());
+  TUTTI_TRY_ASSIGN(auto infos, boot_->allGather(me));
+  peers_.resize(nranks_);
+  for (int r = 0; r < nranks_; ++r) {
+    auto f = split(infos[r], kSep);
+    if (f.size() != 3) return internalError("init: malformed peer info from rank {}", r);
+    peers_[r] = {r, std::atoi(f[0].c_str()), f[1], f[2]};
+  }
+  bool allLocal = true;
+  for (const auto& p : peers_) allLocal = allLocal && p.hostId == peers_[rank_].hostId;
+
+  // Which transports are allowed, in priority order.
+  std::string allowedText = options.transports.empty() ? kTransports.get() : options.transports;
+  std::set<std::string> allowed;
+  auto& reg = transport::transportRegistry();
+  if (!trim(allowedText).empty()) {
+    for (auto& name : split(allowedText, ',')) {
+      std::string n = trim(name);
+      if (n.empty()) continue;
+      bool known = std::any_of(reg.begin(), reg.end(), [&](auto& e) { return e.name == n; });
+      if (!known) {
+        std::string names;
+        for (auto& e : reg) names += (names.empty() ? "" : ", ") + std::string(e.name);
+        return invalidArgument("TUTTI_TRANSPORTS: unknown transport '{}' (known: {})", n, names);
+      }
+      allowed.insert(n);
+    }
+  }
+  std::vector<const transport::TransportEntry*> entries;
+  for (auto& e : reg)
+    if (allowed.empty() || allowed.count(std::string(e.name)) || e.name == "self")
+      entries.push_back(&e);
+  std::sort(entries.begin(), entries.end(),
+            [](auto* a, auto* b) { return a->priority > b->priority; });
+
+  transport::Context ctx;
+  ctx.rank = rank_;
+  ctx.nranks = nranks_;
+  ctx.secret = id.secret;
+  ctx.peers = peers_;
+  ctx.connectTimeoutMs = bootTimeout.count();
+  ctx.loopbackOnly = allLocal && !env::get({"TUTTI_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"});
+
+  // Set up every allowed transport; one that fails here is skipped (peers see an empty blob).
+  std::string myBlobs;
+  for (auto* e : entries) {
+    transports_.push_back(e->make());
+    auto blob = transports_.back()->setup(ctx);
+    std::string b;
+    if (blob.isOk()) {
+      b.assign(reinterpret_cast<const char*>(blob->data()), blob->size());
+      if (b.empty()) b = "-";  // available, nothing to say
+    } else {
+      TUTTI_LOG_WARN(Subsys::kInit, "init: transport {} unavailable on rank {}: {}", e->name,
+                     rank_, blob.status().message());
+    }
+    uint64_t len = b.size();
+    myBlobs.append(reinterpret_cast<const char*>(&len), sizeof len);
+    myBlobs += b;
+  }
+  TUTTI_TRY_ASSIGN(auto allBlobs, boot_->allGather(myBlobs));
+  auto blobOf = [&](int r, size_t t) -> std::string {
+    const std::string& s = allBlobs[r];
+    size_t pos = 0;
+    for (size_t i = 0; pos + sizeof(uint64_t) <= s.size(); ++i) {
+      uint64_t len;
+      std::memcpy(&len, s.data() + pos, sizeof len);
+      pos += sizeof len;
+      if (i == t) return s.substr(pos, len);
+      pos += len;
+    }
+    return "";
+  };
+
+  conns_.resize(nranks_);
+  connTransport_.resize(nranks_);
+  for (int p = 0; p < nranks_; ++p) {
+    for (size_t t = 0; t < transports_.size(); ++t) {
+      std::string mine = blobOf(rank_, t), theirs = blobOf(p, t);
+      if (mine.empty() || theirs.empty() || !transports_[t]->canConnect(ctx, p)) continue;
+      if (theirs == "-") theirs.clear();
+      auto conn = transports_[t]->connect(
+          ctx, p, std::span<const std::byte>(reinterpret_cast<const std::byte*>(theirs.data()),
+                                             theirs.size()));
+      if (!conn.isOk()) return conn.status();
+      conns_[p] = std::move(conn).value();
+      connTransport_[p] = std::string(transports_[t]->name());
+      break;
+    }
+    if (!conns_[p])
+      return invalidUsage("init: no allowed transport reaches rank {} (host {}) from rank {} "
+                          "(TUTTI_TRANSPORTS='{}')",
+                          p, peers_[p].hostname, rank_, allowedText);
+  }
+  TUTTI_TRY(boot_->barrier());
+  for (auto& t : transports_) t->finishSetup();
+
+  exec_.rank = rank_;
+  exec_.nranks = nranks_;
+  for (auto& c : conns_) exec_.conns.push_back(c.get());
+  for (auto& p : peers_) exec_.peerHosts.push_back(p.hostname);
+  for (size_t t = 0; t < transports_.size(); ++t)
+    if (transports_[t]->doorbell()) exec_.doorbellOwner = transports_[t].get();
+  exec_.abort = &abort_;
+  exec_.timeout = options.timeout.count() > 0
+                      ? options.timeout
+                      : std::chrono::milliseconds(kTimeoutSec.get() * 1000);
+
+  if (log::enabled(LogLevel::kInfo, Subsys::kInit)) {
+    std::string summary;
+    for (int p = 0; p < nranks_; ++p) summary += fmt::format(" {}:{}", p, connTransport_[p]);
+    TUTTI_LOG_INFO(Subsys::kInit, "init: rank {}/{} on {} connected:{}", rank_, nranks_,
+                   peers_[rank_].hostname, summary);
+  }
+
+  // TUTTI_ALGO overrides.
+  for (auto& item : split(kAlgo.get(), ';')) {
+    item = trim(item);
+    if (item.empty()) continue;
+    auto colon = item.find(':');
+    if (colon == std::string::npos) {
+      for (int c = 0; c < kNumColls; ++c)
+        if (algo::find(static_cast<Coll>(c), item)) algoOverride_[static_cast<Coll>(c)] = item;
+      continue;
+    }
+    auto coll = parseColl(trim(item.substr(0, colon)));
+    if (!coll) return invalidArgument("TUTTI_ALGO: unknown collective in '{}'", item);
+    TUTTI_TRY(setAlgorithm(*coll, trim(item.substr(colon + 1))));
+  }
+  return Status::ok();
+}
+
+CommImpl::~CommImpl() {
+  {
+    std::lock_guard<std::mutex> lock(qMu_);
+    stop_ = true;
+  }
+  qCv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+std::string CommImpl::transportTo(int peer) const {
+  return peer >= 0 && peer < nranks_ ? connTransport_[peer] : std::string();
+}
+
+// ---- errors ----
+
+Status CommImpl::failed() const {
+  if (abort_.load()) return invalidUsage("communicator was aborted (rank {})", rank_);
+  std::lock_guard<std::mutex> lock(errMu_);
+  if (!firstError_.isOk())
+    return Status(firstError_.code(), "communicator failed earlier: " + firstError_.message());
+  return Status::ok();
+}
+
+void CommImpl::recordError(const Status& s) {
+  if (s.isOk()) return;
+  std::lock_guard<std::mutex> lock(errMu_);
+  if (firstError_.isOk()) firstError_ = s;
+}
+
+Status CommImpl::asyncError() const {
+  std::lock_guard<std::mutex> lock(errMu_);
+  return firstError_;
+}
+
+void CommImpl::abort() {
+  abort_.store(true);
+  recordError(invalidUsage("communicator was aborted (rank {})", rank_));
+  qCv_.notify_all();
+}
+
+Status CommImpl::setAlgorithm(Coll coll, const std::string& name) {
+  if (name.empty()) {
+    algoOverride_.erase(coll);
+    return Status::ok();
+  }
+  if (!algo::find(coll, name)) {
+    std::string names;
+    for (auto& a : algo::registry())
+      if (a.coll == coll) names += (names.empty() ? "" : ", ") + std::string(a.name);
+    return invalidArgument("setAlgorithm: no algorithm '{}' for {} (available: {})", name,
+                           collName(coll), names);
+  }
+  algoOverride_[coll] = name;
+  return Status::ok();
+}
+
+// ---- argument checks ----
+
+Status CommImpl::check(const CallArgs& a, bool* inPlace) const {
+  *inPlace = false;
+  if (!isValid(a.dtype))
+    return invalidArgument("{}: invalid dtype (dtype={})", a.api, static_cast<int>(a.dtype));
+  if (!isValid(a.op))
+    return invalidArgument("{}: invalid reduction op (op={})", a.api, static_cast<int>(a.op));
+  const bool rooted = a.coll == Coll::kBroadcast || a.coll == Coll::kReduce ||
+                      a.coll == Coll::kGather || a.coll == Coll::kScatter;
+  if (rooted && (a.root < 0 || a.root >= nranks_))
+    return invalidArgument("{}: root {} is outside [0, {}) (rank={})", a.api, a.root, nranks_,
+                           rank_);
+  for (int peer : {a.sendPeer, a.recvPeer}) {
+    if (a.coll == Coll::kSendRecv && peer != -1 && (peer < 0 || peer >= nranks_))
+      return invalidArgument("{}: peer {} is outside [0, {}) (rank={})", a.api, peer, nranks_,
+                             rank_);
+  }
+  if (a.coll == Coll::kSendRecv && (a.sendPeer == rank_) != (a.recvPeer == rank_))
+    return invalidUsage("{}: a send to or receive from this rank itself must be paired in one "
+                        "sendRecv call (rank={})",
+                        a.api, rank_);
+  if (a.count == 0 || a.coll == Coll::kBarrier) return Status::ok();
+  const size_t elem = dataTypeBytes(a.dtype);
+  if (a.count > (SIZE_MAX / 2) / elem / static_cast<size_t>(nranks_))
+    return invalidArgument("{}: count {} is too large for dtype {} and {} ranks", a.api, a.count,
+                           dataTypeName(a.dtype), nranks_);
+  algo::CollShape s{a.coll, rank_, nranks_, a.count, a.dtype, a.op, a.root, false};
+  size_t inBytes = algo::bufferCount(s, algo::Buf::kInput) * elem;
+  size_t outBytes = algo::bufferCount(s, algo::Buf::kOutput) * elem;
+  if (a.coll == Coll::kSendRecv) {
+    if (a.sendPeer < 0) inBytes = 0;
+    if (a.recvPeer < 0) outBytes = 0;
+  }
+  if (inBytes > 0 && !a.send)
+    return invalidArgument("{}: sendbuff is NULL (count={}, rank={})", a.api, a.count, rank_);
+  if (outBytes > 0 && !a.recv)
+    return invalidArgument("{}: recvbuff is NULL (count={}, rank={})", a.api, a.count, rank_);
+  if (!overlaps(a.send, inBytes, a.recv, outBytes)) return Status::ok();
+  const auto* sp = static_cast<const std::byte*>(a.send);
+  const auto* rp = static_cast<const std::byte*>(a.recv);
+  const size_t rankOffset = static_cast<size_t>(rank_) * a.count * elem;
+  switch (a.coll) {
+    case Coll::kAllReduce:
+    case Coll::kBroadcast:
+    case Coll::kReduce:
+      *inPlace = sp == rp;
+      break;
+    case Coll::kAllGather:
+      *inPlace = sp == rp + rankOffset;
+      break;
+    case Coll::kReduceScatter:
+      *inPlace = rp == sp + rankOffset;
+      break;
+    default:
+      break;
+  }
+  if (!*inPlace)
+    return invalidArgument("{}: sendbuff and recvbuff overlap in a way {} does not allow "
+                           "(sendbuff={}, recvbuff={}, count={}, rank={})",
+                           a.api, a.api, a.send, a.recv, a.count, rank_);
+  return Status::ok();
+}
+
+// ---- plans ----
+
+Result<Plan*> CommImpl::plan(const CallArgs& a, bool inPlace) {
+  auto over = algoOverride_.find(a.coll);
+  const std::string algoName = over == algoOverride_.end() ? "" : over->second;
+  PlanKey key{static_cast<int>(a.coll), a.count,  static_cast<int>(a.dtype), static_cast<int>(a.op),
+              a.root, inPlace, a.sendPeer, a.recvPeer, algoName};
+  if (auto it = plans_.find(key); it != plans_.end()) return it->second.get();
+
+  auto p = std::make_unique<Plan>();
+  p->coll = a.coll;
+  p->elemBytes = a.coll == Coll::kBarrier ? 1 : dataTypeBytes(a.dtype);
+  const RedOp kernelOp = a.op == RedOp::kAvg ? RedOp::kSum : a.op;
+  p->reduce = kernels::reduce2Fn(a.dtype, kernelOp);
+  algo::CollShape shape{a.coll, rank_, nranks_, a.count, a.dtype, a.op, a.root, inPlace};
+  if (a.coll == Coll::kSendRecv) {
+    p->algorithm = "p2p";
+    std::vector<algo::Step> round;
+    if (a.sendPeer >= 0)
+      round.push_back({.op = algo::Op::kSend, .peer = a.sendPeer, .src = algo::Buf::kInput,
+                       .count = a.count});
+    if (a.recvPeer >= 0)
+      round.push_back({.op = algo::Op::kRecv, .peer = a.recvPeer, .dst = algo::Buf::kOutput,
+                       .count = a.count});
+    p->schedule.rounds.push_back(std::move(round));
+  } else {
+    const algo::AlgorithmInfo* info = nullptr;
+    if (!algoName.empty()) {
+      info = algo::find(a.coll, algoName);
+      if (info && info->supports && !info->supports(shape))
+        return invalidArgument("{}: algorithm '{}' does not support this call (count={}, "
+                               "nranks={})",
+                               a.api, algoName, a.count, nranks_);
+    } else {
+      info = algo::pickDefault(shape);
+    }
+    if (!info) return internalError("{}: no algorithm supports this call", a.api);
+    TUTTI_TRY_ASSIGN(p->schedule, info->build(shape));
+    p->algorithm = std::string(info->name);
+  }
+  if (a.op == RedOp::kAvg) {
+    const bool holdsResult = a.coll == Coll::kAllReduce || a.coll == Coll::kReduceScatter ||
+                             (a.coll == Coll::kReduce && rank_ == a.root);
+    if (holdsResult && nranks_ > 1) {
+      p->divide = kernels::divideFn(a.dtype);
+      p->divideCount = a.count;
+      p->divisor = nranks_;
+    }
+  }
+  const size_t scratchBytes = p->schedule.scratchCount * p->elemBytes;
+  if (scratchBytes > 0) {
+    p->scratch.reset(new (std::nothrow) std::byte[scratchBytes]());
+    if (!p->scratch)
+      return systemError("{}: cannot allocate {} bytes of scratch", a.api, scratchBytes);
+  }
+  if (plans_.size() >= 512) plans_.clear();  // bounded cache: sweeps create many shapes
+  Plan* raw = p.get();
+  plans_.emplace(std::move(key), std::move(p));
+  TUTTI_LOG_INFO(Subsys::kColl, "{}: plan '{}' for count={} dtype={} op={} root={} inPlace={}",
+                 a.api, raw->algorithm, a.count, dataTypeName(a.dtype), redOpName(a.op), a.root,
+                 inPlace);
+  return raw;
+}
+
+// ---- execution ----
+
+Status CommImpl::execute(const CallArgs& a, bool inPlace) {
+  if (a.count == 0 && a.coll != Coll::kBarrier) return Status::ok();
+  TUTTI_TRY(failed());
+  ++seq_;
+  auto p = plan(a, inPlace);
+  if (!p.isOk()) return p.status();
+  Status s = tutti::execute(*p.value(), a.send, a.recv, exec_,
+                            fmt::format("{} #{}", collName(a.coll), seq_));
+  if (!s.isOk()) {
+    TUTTI_LOG_WARN(Subsys::kColl, "{}", s.message());
+    recordError(s);
+  }
+  return s;
+}
+
+Status CommImpl::run(const CallArgs& a) {
+  TUTTI_TRY(failed());
+  bool inPlace = false;
+  TUTTI_TRY(check(a, &inPlace));
+  drainQueue();
+  std::lock_guard<std::mutex> lock(execMu_);
+  return execute(a, inPlace);
+}
+
+Result<Work> CommImpl::runAsync(const CallArgs& a) {
+  TUTTI_TRY(failed());
+  bool inPlace = false;
+  TUTTI_TRY(check(a, &inPlace));
+  auto state = std::make_shared<WorkState>();
+  {
+    std::lock_guard<std::mutex> lock(qMu_);
+    queue_.push_back([this, a, inPlace, state] {
+      std::lock_guard<std::mutex> execLock(execMu_);
+      state->finish(execute(a, inPlace));
+    });
+    if (!thread_.joinable()) thread_ = std::thread([this] { progressLoop(); });
+  }
+  qCv_.notify_all();
+  return Work(state);
+}
+
+void CommImpl::drainQueue() {
+  std::unique_lock<std::mutex> lock(qMu_);
+  qCv_.wait(lock, [&] { return (queue_.empty() && !running_) || stop_; });
+}
+
+void CommImpl::progressLoop() {
+  std::unique_lock<std::mutex> lock(qMu_);
+  for (;;) {
+    qCv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+    if (queue_.empty() && stop_) return;
+    auto task = std::move(queue_.front());
+    queue_.pop_front();
+    running_ = true;
+    lock.unlock();
+    task();
+    lock.lock();
+    running_ = false;
+    qCv_.notify_all();
+  }
+}
+
+}  // namespace tutti::detail

@@ -1,0 +1,54 @@
+// File: core/engine.h
+// The engine runs one rank's Plan (a verified-by-construction Schedule plus the kernels it needs)
+// over the communicator's connections. Rounds run in order; inside a round every step is posted
+// at once and progressed together. Messages are cut into slices of TUTTI_SLICE_BYTES on both
+// sides, so forwarding steps (recvCopySend, recvReduceSend) pipeline slice by slice. Waiting
+// spins briefly, yields, then sleeps on the shm futex doorbell or polls sockets.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "algorithms/schedule.h"
+#include "core/status.h"
+#include "kernels/reduce.h"
+#include "transports/transport.h"
+
+namespace tutti {
+
+/// A schedule ready to run: built once per call shape and cached by the communicator.
+struct Plan {
+  algo::Schedule schedule;
+  std::string algorithm;  ///< name, for messages
+  Coll coll = Coll::kAllReduce;
+  size_t elemBytes = 1;
+  kernels::Reduce2Fn reduce = nullptr;
+  /// avg: after the schedule, divide `divideCount` output elements by `divisor`.
+  kernels::DivideFn divide = nullptr;
+  size_t divideCount = 0;
+  int divisor = 1;
+  std::unique_ptr<std::byte[]> scratch;  ///< schedule.scratchCount * elemBytes bytes
+};
+
+/// What the engine needs from the communicator. Only the thread executing plans touches it,
+/// except `abort`, which any thread may set.
+struct ExecContext {
+  int rank = 0;
+  int nranks = 1;
+  std::vector<transport::Connection*> conns;   ///< by peer rank (self included)
+  std::vector<std::string> peerHosts;          ///< by peer rank, for messages
+  transport::Transport* doorbellOwner = nullptr;  ///< transport whose doorbell we may sleep on
+  std::atomic<bool>* abort = nullptr;
+  std::chrono::milliseconds timeout{0};  ///< 0: none
+};
+
+/// Runs `plan` with the given user buffers. `what` names the call in errors ("allreduce #12").
+/// Errors: RemoteError (peer closed/died, naming it), Timeout (naming the round and the peers
+/// waited for), InvalidUsage when aborted.
+Status execute(Plan& plan, const void* input, void* output, ExecContext& ctx,
+               const std::string& what);
+
+}  // namespace tutti

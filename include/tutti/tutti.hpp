@@ -1,0 +1,180 @@
+// File: include/tutti/tutti.hpp
+// The tutti C++ API: create a communicator (from a UniqueId or from the launcher's environment)
+// and run collectives on host memory across processes. Every call returns a Status or Result;
+// nothing throws. Needs only the standard library.
+//
+// Buffer conventions follow NCCL (counts are ELEMENTS, never bytes):
+//   allReduce      send: count            recv: count
+//   allGather      send: count (per rank) recv: nranks*count; in place: send == recv + rank*count
+//   reduceScatter  send: nranks*count     recv: count (per rank); in place: recv == send + rank*count
+//   broadcast      send: count (root)     recv: count; in place: send == recv
+//   reduce         send: count            recv: count (root only; ignored elsewhere)
+//   allToAll       send: nranks*count     recv: nranks*count (block j of send goes to rank j)
+//   gather         send: count            recv: nranks*count (root only)
+//   scatter        send: nranks*count (root only)   recv: count
+// Any other overlap between send and recv is InvalidArgument. A count of 0 is a valid no-op and
+// null buffers are then allowed; a null buffer that the call would touch on this rank is
+// InvalidArgument.
+//
+// Thread safety: a Communicator may be used by one thread at a time (like an ncclComm_t); calls
+// on different communicators may run concurrently. Work objects may be waited on from any thread.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <tutti/status.hpp>
+#include <tutti/types.hpp>
+
+namespace tutti {
+
+/// "0.1.0".
+TUTTI_API const char* versionString();
+
+/// 128 opaque bytes, layout-compatible with ncclUniqueId: the root's socket address and a random
+/// 64-bit secret that every bootstrap connection must present. Exchange it out of band (MPI_Bcast,
+/// a file, a key-value store) from the rank that created it to all others.
+struct UniqueId {
+  std::array<char, 128> bytes{};
+};
+
+/// Creates a UniqueId and starts the rendezvous root in a background thread of this process (it
+/// lives until every rank of that id has joined, or until the bootstrap timeout). The root binds
+/// TUTTI_COMM_ID / NCCL_COMM_ID ("host:port") when set, else 127.0.0.1 on an ephemeral port when
+/// TUTTI_SOCKET_IFNAME is unset and the job is local, else the first non-loopback interface.
+/// SystemError if the socket cannot be bound.
+TUTTI_API Result<UniqueId> createUniqueId();
+
+/// Options of a communicator. Zero means "from the environment / default".
+struct Options {
+  /// Collective timeout: a call that waits longer fails with Timeout naming the collective and the
+  /// peers waited for; the communicator is then in an error state. 0: TUTTI_TIMEOUT (seconds), whose
+  /// default 0 means no timeout (dead peers are still detected).
+  std::chrono::milliseconds timeout{0};
+  /// Bootstrap timeout (TUTTI_BOOTSTRAP_TIMEOUT seconds, default 120).
+  std::chrono::milliseconds bootstrapTimeout{0};
+  /// Comma-separated transports allowed, in tutti's priority order ("shm,tcp"); empty means
+  /// TUTTI_TRANSPORTS or all. "self" is always allowed for a rank talking to itself.
+  std::string transports;
+};
+
+class Work;
+namespace detail {
+class CommImpl;
+class WorkState;
+}  // namespace detail
+
+/// A group of `size()` ranks in (usually) different processes. Movable, not copyable; the
+/// destructor releases transports and shared memory (without synchronising with peers).
+class TUTTI_API Communicator {
+ public:
+  Communicator() = default;
+  Communicator(Communicator&&) noexcept;
+  Communicator& operator=(Communicator&&) noexcept;
+  ~Communicator();
+
+  /// Joins the rendezvous of `id` as `rank` of `nranks`. Blocks until all ranks joined and every
+  /// peer connection is up. InvalidArgument for nranks < 1 or rank outside [0, nranks);
+  /// Timeout naming the ranks that did not arrive; SystemError on socket failures; InvalidUsage
+  /// when the id's secret is wrong. Collective: every rank must call it.
+  static Result<Communicator> create(const UniqueId& id, int rank, int nranks,
+                                     const Options& options = {});
+
+  /// Reads rank and size from the launcher, in this order: TUTTI_RANK/TUTTI_NRANKS (tutti-run),
+  /// torchrun (RANK/WORLD_SIZE), Open MPI (OMPI_COMM_WORLD_RANK/SIZE), PMI (PMI_RANK/PMI_SIZE),
+  /// Slurm (SLURM_PROCID/SLURM_NTASKS), and the root address from TUTTI_COMM_ID or NCCL_COMM_ID,
+  /// else MASTER_ADDR (port MASTER_PORT+1), else derived from the launcher's job (rank 0 hosts
+  /// the root). InvalidUsage naming the variables looked for when no launcher is found.
+  static Result<Communicator> fromEnvironment(const Options& options = {});
+
+  bool valid() const { return impl_ != nullptr; }
+  int rank() const;
+  int size() const;
+  /// The transport used to reach `peer` ("self", "shm", "tcp"); "" for a bad peer.
+  std::string transportTo(int peer) const;
+
+  // ---- blocking collectives: return when this rank's part is complete and buffers reusable ----
+  // Errors (all calls): InvalidArgument naming the bad argument and value (null buffer with
+  // count > 0, invalid dtype/op, root or peer out of range, illegal overlap); InvalidUsage on a
+  // moved-from/destroyed communicator; RemoteError naming a peer that died or closed; Timeout;
+  // and, after any of the last two, the same error again (the communicator stays failed).
+  Status allReduce(const void* send, void* recv, size_t count, DataType dtype, RedOp op);
+  Status allGather(const void* send, void* recv, size_t count, DataType dtype);
+  Status reduceScatter(const void* send, void* recv, size_t count, DataType dtype, RedOp op);
+  Status broadcast(const void* send, void* recv, size_t count, DataType dtype, int root);
+  Status reduce(const void* send, void* recv, size_t count, DataType dtype, RedOp op, int root);
+  Status allToAll(const void* send, void* recv, size_t count, DataType dtype);
+  Status gather(const void* send, void* recv, size_t count, DataType dtype, int root);
+  Status scatter(const void* send, void* recv, size_t count, DataType dtype, int root);
+  /// Point to point, matched in call order per (sender, receiver) pair. A send to self must be
+  /// paired by a recv in the same rank through sendRecv.
+  Status send(const void* buf, size_t count, DataType dtype, int peer);
+  Status recv(void* buf, size_t count, DataType dtype, int peer);
+  /// Sends `send` to sendPeer and receives into `recv` from recvPeer concurrently (no deadlock in a
+  /// ring exchange).
+  Status sendRecv(const void* send, int sendPeer, void* recv, int recvPeer, size_t count,
+                  DataType dtype);
+  /// Returns when every rank has entered the barrier.
+  Status barrier();
+
+  // ---- asynchronous versions: run in issue order on the communicator's progress thread ----
+  // Argument errors are returned immediately (nothing is queued); communication errors come
+  // from Work::wait(). Buffers must stay valid and untouched until the Work completes.
+  Result<Work> allReduceAsync(const void* send, void* recv, size_t count, DataType dtype,
+                              RedOp op);
+  Result<Work> allGatherAsync(const void* send, void* recv, size_t count, DataType dtype);
+  Result<Work> reduceScatterAsync(const void* send, void* recv, size_t count, DataType dtype,
+                                  RedOp op);
+  Result<Work> broadcastAsync(const void* send, void* recv, size_t count, DataType dtype,
+                              int root);
+  Result<Work> reduceAsync(const void* send, void* recv, size_t count, DataType dtype, RedOp op,
+                           int root);
+  Result<Work> allToAllAsync(const void* send, void* recv, size_t count, DataType dtype);
+  Result<Work> gatherAsync(const void* send, void* recv, size_t count, DataType dtype, int root);
+  Result<Work> scatterAsync(const void* send, void* recv, size_t count, DataType dtype, int root);
+  Result<Work> barrierAsync();
+
+  /// Makes every pending and future call fail with InvalidUsage("aborted") within about 1 s.
+  /// Safe to call from any thread while another thread is inside a call.
+  void abort();
+
+  /// The first asynchronous error seen (RemoteError, Timeout, ...), or ok.
+  Status asyncError() const;
+
+  /// Chooses the algorithm for a collective by name ("ring", "chain", ...), or "" for automatic.
+  /// InvalidArgument when no algorithm of that name exists for that collective.
+  Status setAlgorithm(Coll coll, const std::string& name);
+  /// Names of the registered algorithms for a collective.
+  static std::vector<std::string> algorithms(Coll coll);
+
+  detail::CommImpl* impl() const { return impl_.get(); }
+
+ private:
+  explicit Communicator(std::shared_ptr<detail::CommImpl> impl);
+  std::shared_ptr<detail::CommImpl> impl_;
+};
+
+/// Handle of an asynchronous collective. Copyable (shared state); thread-safe.
+class TUTTI_API Work {
+ public:
+  Work() = default;
+  /// Blocks until the operation finished; returns its Status. Returns immediately for an empty
+  /// Work (ok).
+  Status wait() const;
+  /// Non-blocking: true when finished (then wait() returns at once).
+  bool test() const;
+  /// The operation's Status once finished; kInProgress before.
+  Status error() const;
+
+ private:
+  friend class detail::CommImpl;
+  explicit Work(std::shared_ptr<detail::WorkState> s) : state_(std::move(s)) {}
+  std::shared_ptr<detail::WorkState> state_;
+};
+
+}  // namespace tutti
