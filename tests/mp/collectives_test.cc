@@ -1,0 +1,321 @@
+// File: tests/mp/collectives_test.cc
+// Every collective over real transports (shm, tcp) with forked ranks: nranks 1, 2, 3, 4, 5, 8;
+// counts 0, 1, n-1, n+1, 1000003; in place and out of place; roots first and last; allreduce for
+// every dtype x op. Each output element is checked against a float64 reference computed here.
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "tests/mp/mp_common.h"
+
+namespace tutti::test {
+namespace {
+
+constexpr DataType kAllTypes[] = {DataType::kInt8,    DataType::kUint8,    DataType::kInt32,
+                                  DataType::kUint32,  DataType::kInt64,    DataType::kUint64,
+                                  DataType::kFloat16, DataType::kFloat32,  DataType::kFloat64,
+                                  DataType::kBfloat16, DataType::kFp8E4M3, DataType::kFp8E5M2};
+constexpr RedOp kAllOps[] = {RedOp::kSum, RedOp::kProd, RedOp::kMax, RedOp::kMin, RedOp::kAvg};
+
+std::vector<size_t> countsFor(int n, bool large) {
+  std::vector<size_t> c = {0, 1, static_cast<size_t>(n - 1), static_cast<size_t>(n + 1)};
+  if (large) c.push_back(1000003);
+  return c;
+}
+
+std::string describeCall(const char* coll, size_t count, DataType t, RedOp op, bool inPlace,
+                         int root = -1) {
+  return fmt::format("{} count={} dtype={} op={} {}{}", coll, count, dataTypeName(t),
+                     redOpName(op), inPlace ? "in-place" : "out-of-place",
+                     root >= 0 ? fmt::format(" root={}", root) : "");
+}
+
+#define CHECK_STATUS(expr, what)                                                               \
+  do {                                                                                         \
+    Status s_ = (expr);                                                                        \
+    if (!s_.isOk()) {                                                                          \
+      std::fprintf(stderr, "rank %d: %s: %s\n", r, (what).c_str(), s_.toString().c_str());     \
+      return 1;                                                                                \
+    }                                                                                          \
+  } while (0)
+
+// allreduce for one (dtype, op, count), in place and out of place.
+int allReduceCase(Communicator& c, DataType t, RedOp op, size_t count) {
+  const int r = c.rank(), n = c.size();
+  for (bool inPlace : {false, true}) {
+    const std::string what = describeCall("allreduce", count, t, op, inPlace);
+    Buffer in(t, count), out(t, count);
+    for (size_t i = 0; i < count; ++i) in.set(i, reductionInput(t, op, r, i));
+    out.poison();
+    Buffer& dst = inPlace ? in : out;
+    CHECK_STATUS(c.allReduce(in.data(), dst.data(), count, t, op), what);
+    if (countWrong(dst, 0, count, tolerance(t, op), what, r,
+                   [&](size_t i) { return reductionExpected(t, op, n, i); }))
+      return 1;
+  }
+  return 0;
+}
+
+int reduceScatterCase(Communicator& c, DataType t, RedOp op, size_t count) {
+  const int r = c.rank(), n = c.size();
+  for (bool inPlace : {false, true}) {
+    const std::string what = describeCall("reducescatter", count, t, op, inPlace);
+    const size_t total = count * n;
+    Buffer in(t, total), out(t, count);
+    for (size_t i = 0; i < total; ++i) in.set(i, reductionInput(t, op, r, i));
+    out.poison();
+    void* dst = inPlace ? in.at(static_cast<size_t>(r) * count) : out.data();
+    CHECK_STATUS(c.reduceScatter(in.data(), dst, count, t, op), what);
+    const Buffer& got = inPlace ? in : out;
+    const size_t first = inPlace ? static_cast<size_t>(r) * count : 0;
+    if (countWrong(got, first, count, tolerance(t, op), what, r, [&](size_t i) {
+          return reductionExpected(t, op, n, static_cast<size_t>(r) * count + i);
+        }))
+      return 1;
+  }
+  return 0;
+}
+
+int reduceCase(Communicator& c, DataType t, RedOp op, size_t count, int root) {
+  const int r = c.rank(), n = c.size();
+  for (bool inPlace : {false, true}) {
+    const std::string what = describeCall("reduce", count, t, op, inPlace, root);
+    Buffer in(t, count), out(t, count);
+    for (size_t i = 0; i < count; ++i) in.set(i, reductionInput(t, op, r, i));
+    out.poison();
+    Buffer& dst = inPlace ? in : out;
+    CHECK_STATUS(c.reduce(in.data(), dst.data(), count, t, op, root), what);
+    if (r == root && countWrong(dst, 0, count, tolerance(t, op), what, r, [&](size_t i) {
+          return reductionExpected(t, op, n, i);
+        }))
+      return 1;
+    if (r != root && !inPlace) {  // a non-root recv buffer must be untouched
+      Buffer ref(t, count);
+      ref.poison();
+      if (count && std::memcmp(out.data(), ref.data(), count * dataTypeBytes(t)) != 0) {
+        std::fprintf(stderr, "rank %d: %s: non-root recvbuff was written\n", r, what.c_str());
+        return 1;
+      }
+    }
+  }
+  return 0;
+}
+
+int allGatherCase(Communicator& c, DataType t, size_t count) {
+  const int r = c.rank(), n = c.size();
+  for (bool inPlace : {false, true}) {
+    const std::string what = describeCall("allgather", count, t, RedOp::kSum, inPlace);
+    const size_t total = count * n;
+    Buffer in(t, count), out(t, total);
+    out.poison();
+    const void* src = in.data();
+    if (inPlace) {
+      for (size_t i = 0; i < count; ++i) out.set(static_cast<size_t>(r) * count + i, movementInput(t, r, i));
+      src = out.at(static_cast<size_t>(r) * count);
+    } else {
+      for (size_t i = 0; i < count; ++i) in.set(i, movementInput(t, r, i));
+    }
+    CHECK_STATUS(c.allGather(src, out.data(), count, t), what);
+    if (countWrong(out, 0, total, 0, what, r, [&](size_t i) {
+          return movementInput(t, static_cast<int>(i / count), i % count);
+        }))
+      return 1;
+  }
+  return 0;
+}
+
+int broadcastCase(Communicator& c, DataType t, size_t count, int root) {
+  const int r = c.rank();
+  for (bool inPlace : {false, true}) {
+    const std::string what = describeCall("broadcast", count, t, RedOp::kSum, inPlace, root);
+    Buffer in(t, count), out(t, count);
+    in.poison();
+    out.poison();
+    if (r == root)
+      for (size_t i = 0; i < count; ++i) in.set(i, movementInput(t, root, i));
+    Buffer& dst = inPlace ? in : out;
+    CHECK_STATUS(c.broadcast(in.data(), dst.data(), count, t, root), what);
+    if (countWrong(dst, 0, count, 0, what, r, [&](size_t i) { return movementInput(t, root, i); }))
+      return 1;
+  }
+  return 0;
+}
+
+int allToAllCase(Communicator& c, DataType t, size_t count) {
+  const int r = c.rank(), n = c.size();
+  const std::string what = describeCall("alltoall", count, t, RedOp::kSum, false);
+  const size_t total = count * n;
+  Buffer in(t, total), out(t, total);
+  // Block j of rank r's input goes to rank j: value identifies (sender, destination, index).
+  for (size_t i = 0; i < total; ++i) in.set(i, movementInput(t, r, i));
+  out.poison();
+  CHECK_STATUS(c.allToAll(in.data(), out.data(), count, t), what);
+  // Output block j of rank r came from rank j's input block r.
+  return countWrong(out, 0, total, 0, what, r, [&](size_t i) {
+           const size_t j = i / count, k = i % count;
+           return movementInput(t, static_cast<int>(j), static_cast<size_t>(r) * count + k);
+         }) != 0;
+}
+
+int gatherScatterCase(Communicator& c, DataType t, size_t count, int root) {
+  const int r = c.rank(), n = c.size();
+  const size_t total = count * n;
+  {
+    const std::string what = describeCall("gather", count, t, RedOp::kSum, false, root);
+    Buffer in(t, count), out(t, total);
+    for (size_t i = 0; i < count; ++i) in.set(i, movementInput(t, r, i));
+    out.poison();
+    CHECK_STATUS(c.gather(in.data(), r == root ? out.data() : nullptr, count, t, root), what);
+    if (r == root && countWrong(out, 0, total, 0, what, r, [&](size_t i) {
+          return movementInput(t, static_cast<int>(i / count), i % count);
+        }))
+      return 1;
+  }
+  {
+    const std::string what = describeCall("scatter", count, t, RedOp::kSum, false, root);
+    Buffer in(t, total), out(t, count);
+    if (r == root)
+      for (size_t i = 0; i < total; ++i) in.set(i, movementInput(t, root, i));
+    out.poison();
+    CHECK_STATUS(c.scatter(r == root ? in.data() : nullptr, out.data(), count, t, root), what);
+    if (countWrong(out, 0, count, 0, what, r, [&](size_t i) {
+          return movementInput(t, root, static_cast<size_t>(r) * count + i);
+        }))
+      return 1;
+  }
+  return 0;
+}
+
+int pointToPointCase(Communicator& c, DataType t, size_t count) {
+  const int r = c.rank(), n = c.size();
+  const int next = (r + 1) % n, prev = (r + n - 1) % n;
+  {
+    const std::string what = describeCall("sendrecv(ring)", count, t, RedOp::kSum, false);
+    Buffer in(t, count), out(t, count);
+    for (size_t i = 0; i < count; ++i) in.set(i, movementInput(t, r, i));
+    out.poison();
+    CHECK_STATUS(c.sendRecv(in.data(), next, out.data(), prev, count, t), what);
+    if (countWrong(out, 0, count, 0, what, r, [&](size_t i) { return movementInput(t, prev, i); }))
+      return 1;
+  }
+  if (n >= 2 && (n % 2 == 0 || r != n - 1)) {  // pairs (0,1), (2,3), ...: send then recv / recv then send
+    const std::string what = describeCall("send/recv(pairs)", count, t, RedOp::kSum, false);
+    const int partner = r % 2 == 0 ? r + 1 : r - 1;
+    Buffer in(t, count), out(t, count);
+    for (size_t i = 0; i < count; ++i) in.set(i, movementInput(t, r, i));
+    out.poison();
+    if (r % 2 == 0) {
+      CHECK_STATUS(c.send(in.data(), count, t, partner), what);
+      CHECK_STATUS(c.recv(out.data(), count, t, partner), what);
+    } else {
+      CHECK_STATUS(c.recv(out.data(), count, t, partner), what);
+      CHECK_STATUS(c.send(in.data(), count, t, partner), what);
+    }
+    if (countWrong(out, 0, count, 0, what, r, [&](size_t i) { return movementInput(t, partner, i); }))
+      return 1;
+  }
+  return 0;
+}
+
+int everyCollective(Communicator& c) {
+  const int n = c.size();
+  for (size_t count : countsFor(n, true)) {
+    for (DataType t : {DataType::kInt32, DataType::kFloat32})
+      for (RedOp op : {RedOp::kSum, RedOp::kMax})
+        if (reduceScatterCase(c, t, op, count)) return 1;
+    for (int root : {0, n - 1}) {
+      if (reduceCase(c, DataType::kFloat32, RedOp::kSum, count, root)) return 1;
+      if (reduceCase(c, DataType::kInt64, RedOp::kMin, count, root)) return 1;
+      if (broadcastCase(c, DataType::kInt32, count, root)) return 1;
+      if (broadcastCase(c, DataType::kUint8, count, root)) return 1;
+      if (gatherScatterCase(c, DataType::kInt32, count, root)) return 1;
+      if (gatherScatterCase(c, DataType::kFloat16, count, root)) return 1;
+    }
+    for (DataType t : {DataType::kInt32, DataType::kInt8}) {
+      if (allGatherCase(c, t, count)) return 1;
+      if (allToAllCase(c, t, count)) return 1;
+      if (pointToPointCase(c, t, count)) return 1;
+    }
+    if (allReduceCase(c, DataType::kFloat32, RedOp::kSum, count)) return 1;
+  }
+  return 0;
+}
+
+int everyTypeAndOp(Communicator& c) {
+  const int n = c.size();
+  for (DataType t : kAllTypes)
+    for (RedOp op : kAllOps)
+      for (size_t count : countsFor(n, op == RedOp::kSum || t == DataType::kFloat32))
+        if (allReduceCase(c, t, op, count)) return 1;
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("every collective, every count, in place and out of place", "[mp]") {
+  const std::string transport = GENERATE("shm", "tcp");
+  const int nranks = GENERATE(1, 2, 3, 4, 5, 8);
+  INFO("transport=" << transport << " nranks=" << nranks);
+  runOnRanks(nranks, transport, [](Communicator& c) { return everyCollective(c); });
+}
+
+TEST_CASE("allreduce for every dtype x op", "[mp]") {
+  const std::string transport = GENERATE("shm", "tcp");
+  const int nranks = GENERATE(1, 2, 3, 5, 8);
+  INFO("transport=" << transport << " nranks=" << nranks);
+  runOnRanks(nranks, transport, [](Communicator& c) { return everyTypeAndOp(c); });
+}
+
+TEST_CASE("asynchronous Work completes in issue order with correct data", "[mp]") {
+  const std::string transport = GENERATE("shm", "tcp");
+  runOnRanks(3, transport, [](Communicator& c) {
+    const int r = c.rank(), n = c.size();
+    constexpr size_t kCount = 100003;
+    std::vector<std::unique_ptr<Buffer>> ins, outs;
+    std::vector<Work> works;
+    for (int k = 0; k < 4; ++k) {
+      ins.push_back(std::make_unique<Buffer>(DataType::kFloat32, kCount));
+      outs.push_back(std::make_unique<Buffer>(DataType::kFloat32, kCount));
+      for (size_t i = 0; i < kCount; ++i) ins[k]->set(i, reductionInput(DataType::kFloat32, RedOp::kSum, r + k, i));
+      outs[k]->poison();
+      auto w = c.allReduceAsync(ins[k]->data(), outs[k]->data(), kCount, DataType::kFloat32,
+                                RedOp::kSum);
+      TUTTI_CHILD_CHECK(w.isOk());
+      works.push_back(w.value());
+    }
+    auto b = c.barrierAsync();
+    TUTTI_CHILD_CHECK(b.isOk());
+    for (auto& w : works) TUTTI_CHILD_CHECK(w.wait().isOk());
+    TUTTI_CHILD_CHECK(b->wait().isOk());
+    TUTTI_CHILD_CHECK(b->test());
+    for (int k = 0; k < 4; ++k) {
+      int wrong = countWrong(*outs[k], 0, kCount, 0, "async allreduce", r, [&](size_t i) {
+        double e = 0;
+        for (int q = 0; q < n; ++q) e += reductionInput(DataType::kFloat32, RedOp::kSum, q + k, i);
+        return e;
+      });
+      TUTTI_CHILD_CHECK(wrong == 0);
+    }
+    // A blocking call after async work runs after it.
+    TUTTI_CHILD_CHECK(c.barrier().isOk());
+    return 0;
+  });
+}
+
+TEST_CASE("barrier waits for the slowest rank", "[mp]") {
+  const std::string transport = GENERATE("shm", "tcp");
+  runOnRanks(4, transport, [](Communicator& c) {
+    TUTTI_CHILD_CHECK(c.barrier().isOk());
+    if (c.rank() == 2) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    auto t0 = std::chrono::steady_clock::now();
+    TUTTI_CHILD_CHECK(c.barrier().isOk());
+    auto waited = std::chrono::steady_clock::now() - t0;
+    if (c.rank() != 2) TUTTI_CHILD_CHECK(waited >= std::chrono::milliseconds(200));
+    return 0;
+  });
+}
+
+}  // namespace tutti::test
