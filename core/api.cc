@@ -1,9 +1,6 @@
 // File: core/api.cc
 // The public C++ API (include/tutti/tutti.hpp) on top of CommImpl: UniqueId creation, the
 // launcher-environment path, and one thin forwarding function per collective.
-#include <ifaddrs.h>
-#include <net/if.h>
-
 #include "algorithms/algorithm.h"
 #include "core/comm.h"
 #include "core/config.h"
@@ -27,41 +24,13 @@ std::chrono::milliseconds bootstrapTimeout(const Options& o) {
   return std::chrono::seconds(n && *n > 0 ? *n : 120);
 }
 
-// First IPv4 address of an interface matching TUTTI_SOCKET_IFNAME / NCCL_SOCKET_IFNAME
-// (comma-separated prefixes; '^' excludes; '=' exact names); loopback when unset.
+// Where createUniqueId binds the root: the interface named by TUTTI_SOCKET_IFNAME /
+// NCCL_SOCKET_IFNAME, else loopback (a job without a named interface is taken to be local).
 Result<net::SockAddr> rootBindAddress() {
-  auto spec = env::get({"TUTTI_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"});
-  if (!spec || spec->empty()) return net::parseHostPort("127.0.0.1:0");
-  std::string s = *spec;
-  bool exclude = false, exact = false;
-  if (!s.empty() && s[0] == '^') exclude = true, s.erase(0, 1);
-  if (!s.empty() && s[0] == '=') exact = true, s.erase(0, 1);
-  std::vector<std::string> names;
-  for (size_t pos = 0; pos <= s.size();) {
-    size_t end = s.find(',', pos);
-    if (end == std::string::npos) end = s.size();
-    if (end > pos) names.push_back(s.substr(pos, end - pos));
-    pos = end + 1;
-  }
-  ifaddrs* list = nullptr;
-  if (getifaddrs(&list) != 0) return systemError("getifaddrs: {}", errnoString(errno));
-  net::SockAddr found;
-  for (ifaddrs* i = list; i; i = i->ifa_next) {
-    if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET || !(i->ifa_flags & IFF_UP)) continue;
-    bool match = false;
-    for (auto& n : names)
-      match = match || (exact ? n == i->ifa_name : std::string(i->ifa_name).rfind(n, 0) == 0);
-    if (match == exclude) continue;
-    std::memcpy(&found.storage, i->ifa_addr, sizeof(sockaddr_in));
-    found.len = sizeof(sockaddr_in);
-    break;
-  }
-  freeifaddrs(list);
-  if (found.len == 0)
-    return invalidArgument("TUTTI_SOCKET_IFNAME='{}' matches no interface that is up with an "
-                           "IPv4 address",
-                           *spec);
-  return found;
+  const std::string spec = net::socketIfnameSpec();
+  if (spec.empty()) return net::loopbackInterface().addr;
+  TUTTI_TRY_ASSIGN(net::InterfaceAddr chosen, net::chooseInterface(spec));
+  return chosen.addr;
 }
 
 }  // namespace

@@ -144,7 +144,7 @@ Status CommImpl::init(const bootstrap::IdData& id, const Options& options) {
   ctx.secret = id.secret;
   ctx.peers = peers_;
   ctx.connectTimeoutMs = bootTimeout.count();
-  ctx.loopbackOnly = allLocal && !env::get({"TUTTI_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"});
+  ctx.loopbackOnly = allLocal && net::socketIfnameSpec().empty();
 
   // Set up every allowed transport; one that fails here is skipped (peers see an empty blob).
   std::string myBlobs;

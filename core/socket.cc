@@ -5,6 +5,8 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <netdb.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -12,7 +14,10 @@
 
 #include <cerrno>
 #include <cstring>
+#include <memory>
 #include <thread>
+
+#include "core/env.h"
 
 namespace tutti::net {
 
@@ -280,6 +285,89 @@ Result<std::string> exchange(int sendFd, const std::string& out, int recvFd, Dea
     }
   }
   return in;
+}
+
+bool interfaceMatches(std::string_view spec, std::string_view ifName) {
+  bool exclude = false;
+  bool exact = false;
+  if (spec.starts_with('^')) {
+    exclude = true;
+    spec.remove_prefix(1);
+  }
+  if (spec.starts_with('=')) {
+    exact = true;
+    spec.remove_prefix(1);
+  }
+  bool listed = false;
+  while (!listed) {
+    const size_t comma = spec.find(',');
+    const std::string_view item = spec.substr(0, comma);
+    if (!item.empty()) listed = exact ? ifName == item : ifName.starts_with(item);
+    if (comma == std::string_view::npos) break;
+    spec.remove_prefix(comma + 1);
+  }
+  return listed != exclude;
+}
+
+namespace {
+TUTTI_PARAM_STRING(kSocketIfname, "TUTTI_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", "NET", "",
+                   "network interfaces for bootstrap and tcp (NCCL_SOCKET_IFNAME syntax: "
+                   "prefixes, ^ to exclude, = for exact names)");
+}  // namespace
+
+std::string socketIfnameSpec() { return kSocketIfname.get(); }
+
+InterfaceAddr loopbackInterface() {
+  InterfaceAddr la;
+  auto* in = reinterpret_cast<sockaddr_in*>(&la.addr.storage);
+  in->sin_family = AF_INET;
+  in->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  la.addr.len = sizeof(sockaddr_in);
+  la.ifName = "loopback";
+  return la;
+}
+
+Result<InterfaceAddr> chooseInterface(std::string_view spec) {
+  ifaddrs* raw = nullptr;
+  if (::getifaddrs(&raw) != 0) return systemError("getifaddrs failed: {}", errnoString(errno));
+  std::unique_ptr<ifaddrs, void (*)(ifaddrs*)> list(raw, ::freeifaddrs);
+  const ifaddrs* best4 = nullptr;
+  const ifaddrs* best6 = nullptr;
+  for (const ifaddrs* ifa = list.get(); ifa != nullptr; ifa = ifa->ifa_next) {
+    if (ifa->ifa_addr == nullptr || (ifa->ifa_flags & IFF_UP) == 0) continue;
+    const int family = ifa->ifa_addr->sa_family;
+    if (family != AF_INET && family != AF_INET6) continue;
+    const std::string_view name = ifa->ifa_name;
+    if (spec.empty()) {
+      if ((ifa->ifa_flags & IFF_LOOPBACK) != 0 || name.starts_with("docker")) continue;
+      if (family != AF_INET) continue;
+    } else if (!interfaceMatches(spec, name)) {
+      continue;
+    }
+    const bool linkLocal6 =
+        family == AF_INET6 &&
+        IN6_IS_ADDR_LINKLOCAL(&reinterpret_cast<const sockaddr_in6*>(ifa->ifa_addr)->sin6_addr);
+    if (family == AF_INET && best4 == nullptr) best4 = ifa;
+    if (family == AF_INET6 && best6 == nullptr && !linkLocal6) best6 = ifa;
+  }
+  const ifaddrs* chosen = best4 != nullptr ? best4 : best6;
+  if (chosen == nullptr) {
+    if (spec.empty()) return loopbackInterface();
+    return invalidArgument(
+        "no interface that is up matches TUTTI_SOCKET_IFNAME/NCCL_SOCKET_IFNAME='{}'", spec);
+  }
+  InterfaceAddr la;
+  la.ifName = chosen->ifa_name;
+  if (chosen->ifa_addr->sa_family == AF_INET) {
+    std::memcpy(&la.addr.storage, chosen->ifa_addr, sizeof(sockaddr_in));
+    reinterpret_cast<sockaddr_in*>(&la.addr.storage)->sin_port = 0;
+    la.addr.len = sizeof(sockaddr_in);
+  } else {
+    std::memcpy(&la.addr.storage, chosen->ifa_addr, sizeof(sockaddr_in6));
+    reinterpret_cast<sockaddr_in6*>(&la.addr.storage)->sin6_port = 0;
+    la.addr.len = sizeof(sockaddr_in6);
+  }
+  return la;
 }
 
 }  // namespace tutti::net

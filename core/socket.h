@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "core/status.h"
 
@@ -67,6 +68,27 @@ Result<std::string> recvMsg(int fd, Deadline deadline, const std::string& what);
 /// recvFd, concurrently (poll), so that a ring of ranks doing this cannot deadlock.
 Result<std::string> exchange(int sendFd, const std::string& out, int recvFd, Deadline deadline,
                              const std::string& what);
+
+/// Whether interface `ifName` is selected by `spec` in NCCL_SOCKET_IFNAME syntax: a comma list of
+/// name prefixes; a leading '^' makes it an exclude list; a '=' (after any '^') asks for exact
+/// names. "eth,ib" selects eth0 and ib1; "^docker,lo" everything else; "=eth0" eth0 only. An
+/// empty spec selects nothing (the caller applies its default instead).
+bool interfaceMatches(std::string_view spec, std::string_view ifName);
+
+/// TUTTI_SOCKET_IFNAME, else NCCL_SOCKET_IFNAME, else "".
+std::string socketIfnameSpec();
+
+/// An interface's address (port 0) and name.
+struct InterfaceAddr {
+  SockAddr addr;
+  std::string ifName;
+};
+/// The loopback address 127.0.0.1 (port 0).
+InterfaceAddr loopbackInterface();
+/// With `spec` set: the first interface that is up and matches it, IPv4 preferred over
+/// (non-link-local) IPv6; InvalidArgument naming the spec when none matches. With `spec` empty:
+/// the first non-loopback, non-docker IPv4 interface that is up (NCCL's default), else loopback.
+Result<InterfaceAddr> chooseInterface(std::string_view spec);
 
 inline Deadline deadlineAfter(std::chrono::milliseconds ms) { return Clock::now() + ms; }
 

@@ -4,6 +4,7 @@
 // sum, accumulate and out-of-place), a killed peer; plus single-process checks of the handshake
 // (wrong secret / bad magic rejected), connect timeouts and NCCL_SOCKET_IFNAME matching.
 
+#include "core/socket.h"
 #include "transports/tcp/tcp_transport.h"
 
 #include <arpa/inet.h>
@@ -440,7 +441,7 @@ int killedPeerBody(World& w) {
 }
 
 TEST_CASE("tcp: interface names follow NCCL_SOCKET_IFNAME syntax", "[tcp]") {
-  using tcp::interfaceMatches;
+  using net::interfaceMatches;
   CHECK(interfaceMatches("eth", "eth0"));
   CHECK(interfaceMatches("ib,eth", "eth1"));
   CHECK_FALSE(interfaceMatches("eth", "ens3"));

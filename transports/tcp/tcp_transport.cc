@@ -14,8 +14,6 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
-#include <ifaddrs.h>
-#include <net/if.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -38,15 +36,11 @@
 
 #include "core/env.h"
 #include "core/log.h"
+#include "core/socket.h"
 #include "core/status.h"
 
 namespace tutti::transport {
 namespace {
-
-TUTTI_PARAM_STRING(kSocketIfname, "TUTTI_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", "NET", "",
-                   "interfaces the tcp transport listens on: comma list of name prefixes, '^' "
-                   "excludes, '=' exact names (NCCL syntax); default: the first non-loopback "
-                   "IPv4 interface that is up, else 127.0.0.1");
 
 using Clock = std::chrono::steady_clock;
 
@@ -146,78 +140,15 @@ Result<bool> waitFd(int fd, short events, Clock::time_point deadline) {
   }
 }
 
-struct ListenAddr {
-  sockaddr_storage addr{};
-  socklen_t addrLen = 0;
-  std::string ifName;
-};
-
-ListenAddr loopbackAddr() {
-  ListenAddr la;
-  auto* in = reinterpret_cast<sockaddr_in*>(&la.addr);
-  in->sin_family = AF_INET;
-  in->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  la.addrLen = sizeof(sockaddr_in);
-  la.ifName = "loopback";
-  return la;
-}
-
-bool isLinkLocal6(const sockaddr* sa) {
-  return IN6_IS_ADDR_LINKLOCAL(&reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr);
-}
-
-/// The address to listen on (port 0). With TUTTI_SOCKET_IFNAME set, the first matching interface
-/// that is up, IPv4 preferred over (non-link-local) IPv6; without it, the first non-loopback,
-/// non-docker IPv4 interface that is up (NCCL's default skips docker* too), else 127.0.0.1.
-Result<ListenAddr> chooseListenAddr(const Context& ctx) {
-  if (ctx.loopbackOnly) return loopbackAddr();
-  const std::string spec = kSocketIfname.get();
-  ifaddrs* raw = nullptr;
-  if (::getifaddrs(&raw) != 0) {
-    return systemError("tcp: getifaddrs failed: {} (rank={})", errnoString(errno), ctx.rank);
-  }
-  std::unique_ptr<ifaddrs, void (*)(ifaddrs*)> list(raw, ::freeifaddrs);
-  const ifaddrs* best4 = nullptr;
-  const ifaddrs* best6 = nullptr;
-  for (const ifaddrs* ifa = list.get(); ifa != nullptr; ifa = ifa->ifa_next) {
-    if (ifa->ifa_addr == nullptr || (ifa->ifa_flags & IFF_UP) == 0) continue;
-    const int family = ifa->ifa_addr->sa_family;
-    if (family != AF_INET && family != AF_INET6) continue;
-    const std::string_view name = ifa->ifa_name;
-    if (spec.empty()) {
-      if ((ifa->ifa_flags & IFF_LOOPBACK) != 0 || name.starts_with("docker")) continue;
-      if (family != AF_INET) continue;
-    } else if (!tcp::interfaceMatches(spec, name)) {
-      continue;
-    }
-    if (family == AF_INET && best4 == nullptr) best4 = ifa;
-    if (family == AF_INET6 && best6 == nullptr && !isLinkLocal6(ifa->ifa_addr)) best6 = ifa;
-  }
-  const ifaddrs* chosen = best4 != nullptr ? best4 : best6;
-  if (chosen == nullptr) {
-    if (spec.empty()) {
-      TUTTI_LOG_INFO(Subsys::kNet,
-                     "tcp: no non-loopback IPv4 interface is up; using 127.0.0.1 (rank={})",
-                     ctx.rank);
-      return loopbackAddr();
-    }
-    return invalidArgument(
-        "tcp: no interface that is up matches TUTTI_SOCKET_IFNAME/NCCL_SOCKET_IFNAME='{}' "
-        "(rank={})",
-        spec, ctx.rank);
-  }
-  ListenAddr la;
-  la.ifName = chosen->ifa_name;
-  if (chosen->ifa_addr->sa_family == AF_INET) {
-    std::memcpy(&la.addr, chosen->ifa_addr, sizeof(sockaddr_in));
-    reinterpret_cast<sockaddr_in*>(&la.addr)->sin_port = 0;
-    la.addrLen = sizeof(sockaddr_in);
-  } else {
-    std::memcpy(&la.addr, chosen->ifa_addr, sizeof(sockaddr_in6));
-    reinterpret_cast<sockaddr_in6*>(&la.addr)->sin6_port = 0;
-    la.addrLen = sizeof(sockaddr_in6);
-  }
-  return la;
+/// The address to listen on (port 0): loopback when every rank is local, else the interface
+/// chosen by TUTTI_SOCKET_IFNAME / NCCL_SOCKET_IFNAME (net::chooseInterface).
+Result<net::InterfaceAddr> chooseListenAddr(const Context& ctx) {
+  if (ctx.loopbackOnly) return net::loopbackInterface();
+  auto chosen = net::chooseInterface(net::socketIfnameSpec());
+  if (!chosen.isOk())
+    return Status(chosen.status().code(),
+                  fmt::format("tcp: {} (rank={})", chosen.status().message(), ctx.rank));
+  return chosen;
 }
 
 Result<AddrBlob> parseBlob(const Context& ctx, int peer, std::span<const std::byte> bytes) {
@@ -545,31 +476,6 @@ class TcpConnection final : public Connection {
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
-// Interface matching (NCCL_SOCKET_IFNAME syntax).
-
-bool tcp::interfaceMatches(std::string_view spec, std::string_view ifName) {
-  bool exclude = false;
-  bool exact = false;
-  if (spec.starts_with('^')) {
-    exclude = true;
-    spec.remove_prefix(1);
-  }
-  if (spec.starts_with('=')) {
-    exact = true;
-    spec.remove_prefix(1);
-  }
-  bool listed = false;
-  while (!listed) {
-    const size_t comma = spec.find(',');
-    const std::string_view item = spec.substr(0, comma);
-    if (!item.empty()) listed = exact ? ifName == item : ifName.starts_with(item);
-    if (comma == std::string_view::npos) break;
-    spec.remove_prefix(comma + 1);
-  }
-  return listed != exclude;
-}
-
-// ---------------------------------------------------------------------------------------------
 // The transport: listener, accept side with its stash, dial side.
 
 struct TcpTransport::State {
@@ -698,13 +604,13 @@ TcpTransport::~TcpTransport() = default;
 
 Result<std::vector<std::byte>> TcpTransport::setup(const Context& ctx) {
   if (state_->listenFd) return invalidUsage("tcp: setup called twice (rank={})", ctx.rank);
-  TUTTI_TRY_ASSIGN(ListenAddr la, chooseListenAddr(ctx));
-  auto* sa = reinterpret_cast<sockaddr*>(&la.addr);
+  TUTTI_TRY_ASSIGN(net::InterfaceAddr la, chooseListenAddr(ctx));
+  auto* sa = reinterpret_cast<sockaddr*>(&la.addr.storage);
   UniqueFd fd(::socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (!fd) {
     return systemError("tcp: socket() failed: {} (rank={})", errnoString(errno), ctx.rank);
   }
-  if (::bind(fd.get(), sa, la.addrLen) != 0) {
+  if (::bind(fd.get(), sa, la.addr.len) != 0) {
     return systemError("tcp: bind to {} (interface {}) failed: {} (rank={})", formatAddr(sa),
                        la.ifName, errnoString(errno), ctx.rank);
   }

@@ -13,14 +13,6 @@
 
 namespace tutti::transport {
 
-namespace tcp {
-/// Whether interface `ifName` is selected by `spec` in NCCL_SOCKET_IFNAME syntax: a comma list of
-/// name prefixes; a leading '^' makes it an exclude list; a '=' (after any '^') asks for exact
-/// names. "eth,ib" selects eth0 and ib1; "^docker,lo" everything else; "=eth0" eth0 only. An
-/// empty spec selects nothing (the caller applies its default instead).
-bool interfaceMatches(std::string_view spec, std::string_view ifName);
-}  // namespace tcp
-
 /// See transport.h for the contract of every method. setup() binds a non-blocking listener (port
 /// 0) on 127.0.0.1 when ctx.loopbackOnly, else on the selected interface. connect() dials peers
 /// with a higher rank (retrying until ctx.connectTimeoutMs) and accepts from lower ranks, which

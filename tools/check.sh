@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Installs the dependencies (plus Open MPI for the launcher test), builds, and runs the whole
+# test suite with ctest. Tests labelled gpu or ib skip (exit 77) on machines without the device.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./tools/install_deps.sh openmpi-bin
+./tools/build.sh
+cd "${TUTTI_BUILD_DIR:-build}"
+ctest --output-on-failure --timeout 900 "$@"
