@@ -1,0 +1,1 @@
+tutti_add_test(schedule_sim_test LABEL unit SOURCES schedule_sim_test.cc)
