@@ -15,6 +15,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 
@@ -67,6 +68,21 @@ void wakeIfSleeping(SegmentHeader* h) {
 
 std::string segmentName(uint64_t secret, int rank) {
   return fmt::format("/tutti-{:016x}-{}-{}", secret, getpid(), rank);
+}
+
+// A process that exited but was not reaped yet (a zombie) still answers kill(pid, 0).
+bool processAlive(int pid) {
+  if (kill(pid, 0) != 0 && errno == ESRCH) return false;
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", pid);
+  FILE* f = std::fopen(path, "r");
+  if (!f) return true;  // no /proc: trust kill()
+  char buf[512];
+  size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  buf[n] = '\0';
+  const char* paren = std::strrchr(buf, ')');  // "pid (comm) S ..."
+  return !(paren && paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X'));
 }
 
 struct Mapping {
@@ -190,7 +206,7 @@ class ShmConnection final : public Connection {
   uint64_t recvsDone() const override { return recvsDone_; }
 
   Status checkPeer() override {
-    if (peerPid_ > 0 && kill(peerPid_, 0) != 0 && errno == ESRCH)
+    if (peerPid_ > 0 && !processAlive(peerPid_))
       return remoteError("shm: rank {} (pid {}, host {}) is gone (rank={}, peer={})", peer_,
                          peerPid_, peerHost_, rank_, peer_);
     return Status::ok();
