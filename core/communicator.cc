@@ -427,8 +427,7 @@ Status CommImpl::execute(const CallArgs& a, bool inPlace) {
   ++seq_;
   auto p = plan(a, inPlace);
   if (!p.isOk()) return p.status();
-  Status s = tutti::execute(*p.value(), a.send, a.recv, exec_,
-                            fmt::format("{} #{}", collName(a.coll), seq_));
+  Status s = tutti::execute(*p.value(), a.send, a.recv, exec_, seq_);
   if (!s.isOk()) {
     TUTTI_LOG_WARN(Subsys::kColl, "{}", s.message());
     recordError(s);

@@ -55,9 +55,8 @@ struct Forward {
 
 class RoundRunner {
  public:
-  RoundRunner(Plan& plan, const void* input, void* output, ExecContext& ctx,
-              const std::string& what)
-      : plan_(plan), ctx_(ctx), what_(what) {
+  RoundRunner(Plan& plan, const void* input, void* output, ExecContext& ctx, uint64_t seq)
+      : plan_(plan), ctx_(ctx), seq_(seq) {
     bases_[0] = static_cast<std::byte*>(const_cast<void*>(input));
     bases_[1] = static_cast<std::byte*>(output);
     bases_[2] = plan.scratch.get();
@@ -208,7 +207,7 @@ class RoundRunner {
   // abort, timeout and peer liveness.
   Status sleepWait(Clock::time_point& lastCheck) {
     if (ctx_.abort && ctx_.abort->load(std::memory_order_relaxed))
-      return invalidUsage("{}: aborted (rank {}, round {})", what_, ctx_.rank, round_);
+      return invalidUsage("{}: aborted (rank {}, round {})", what(), ctx_.rank, round_);
     const auto now = Clock::now();
     if (now - lastCheck > std::chrono::milliseconds(100)) {
       lastCheck = now;
@@ -220,7 +219,7 @@ class RoundRunner {
       if (ctx_.timeout.count() > 0 && now - start_ > ctx_.timeout)
         return timeoutError("{}: timed out after {} ms in round {} of {} (algorithm {}, rank {}): "
                             "waiting for {}",
-                            what_, ctx_.timeout.count(), round_, plan_.schedule.rounds.size(),
+                            what(), ctx_.timeout.count(), round_, plan_.schedule.rounds.size(),
                             plan_.algorithm, ctx_.rank, waitingFor());
     }
     pollfd fds[64];
@@ -271,13 +270,15 @@ class RoundRunner {
   }
 
   Status wrap(const Status& s) const {
-    return Status(s.code(), fmt::format("{} (algorithm {}, round {}): {}", what_, plan_.algorithm,
+    return Status(s.code(), fmt::format("{} (algorithm {}, round {}): {}", what(), plan_.algorithm,
                                         round_, s.message()));
   }
 
+  std::string what() const { return fmt::format("{} #{}", collName(plan_.coll), seq_); }
+
   Plan& plan_;
   ExecContext& ctx_;
-  const std::string& what_;
+  uint64_t seq_;
   std::byte* bases_[3];
   std::vector<int> busy_;
   std::vector<Forward> forwards_;
@@ -287,9 +288,8 @@ class RoundRunner {
 
 }  // namespace
 
-Status execute(Plan& plan, const void* input, void* output, ExecContext& ctx,
-               const std::string& what) {
-  RoundRunner runner(plan, input, output, ctx, what);
+Status execute(Plan& plan, const void* input, void* output, ExecContext& ctx, uint64_t seq) {
+  RoundRunner runner(plan, input, output, ctx, seq);
   TUTTI_TRY(runner.run());
   if (plan.divide && plan.divideCount > 0) plan.divide(output, plan.divideCount, plan.divisor);
   return Status::ok();

@@ -45,10 +45,10 @@ struct ExecContext {
   std::chrono::milliseconds timeout{0};  ///< 0: none
 };
 
-/// Runs `plan` with the given user buffers. `what` names the call in errors ("allreduce #12").
+/// Runs `plan` with the given user buffers. `seq` is the call's sequence number on this
+/// communicator; errors name the call as "allreduce #12" (formatted only on error).
 /// Errors: RemoteError (peer closed/died, naming it), Timeout (naming the round and the peers
 /// waited for), InvalidUsage when aborted.
-Status execute(Plan& plan, const void* input, void* output, ExecContext& ctx,
-               const std::string& what);
+Status execute(Plan& plan, const void* input, void* output, ExecContext& ctx, uint64_t seq);
 
 }  // namespace tutti

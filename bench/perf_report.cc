@@ -1,0 +1,98 @@
+// File: bench/perf_report.cc
+// nccl-tests table formatting (src/util.cu widths) and the JSON file of tutti-perf.
+#include "bench/perf_report.h"
+
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+namespace tutti::bench {
+namespace {
+
+void printMeasurement(const Measurement& m) {
+  const std::string wrong = m.wrong ? std::to_string(*m.wrong) : "N/A";
+  std::printf("  %7s  %6.2f  %6.2f  %5s", formatTimeUs(m.timeUs).c_str(), m.algBw, m.busBw,
+              wrong.c_str());
+}
+
+nlohmann::ordered_json measurementJson(const Measurement& m) {
+  nlohmann::ordered_json j = {{"time_us", m.timeUs}, {"algbw", m.algBw}, {"busbw", m.busBw}};
+  j["wrong"] = m.wrong ? nlohmann::ordered_json(*m.wrong) : nlohmann::ordered_json(nullptr);
+  return j;
+}
+
+}  // namespace
+
+std::string formatTimeUs(double us) {
+  char buf[32];
+  const char* fmt = us >= 10000.0 ? "%7.0f" : us >= 100.0 ? "%7.1f" : "%7.2f";
+  std::snprintf(buf, sizeof(buf), fmt, us);
+  return buf;
+}
+
+void Report::printTableHeader() const {
+  if (!print_) return;
+  std::printf(
+      "#\n"
+      "#                                                              out-of-place            "
+      "           in-place\n"
+      "#       size         count      type   redop    root     time   algbw   busbw #wrong    "
+      " time   algbw   busbw #wrong\n"
+      "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)           "
+      " (us)  (GB/s)  (GB/s)\n");
+  std::fflush(stdout);
+}
+
+void Report::add(const Row& row) {
+  rows_.push_back(row);
+  auto account = [&](const Measurement& m) {
+    busBwSum_ += m.busBw;
+    ++busBwEntries_;
+    totalWrong_ += m.wrong.value_or(0);
+  };
+  account(row.outOfPlace);
+  if (row.inPlace) account(*row.inPlace);
+  if (!print_) return;
+  const std::string dtype(row.dtype), redop(row.redop);
+  std::printf("%12zu  %12zu  %8s  %6s  %6d", row.bytes, row.count, dtype.c_str(), redop.c_str(),
+              row.root);
+  printMeasurement(row.outOfPlace);
+  if (row.inPlace) {
+    printMeasurement(*row.inPlace);
+  } else {
+    std::printf("  %7s  %6s  %6s  %5s", "N/A", "N/A", "N/A", "N/A");
+  }
+  std::printf("\n");
+  std::fflush(stdout);
+}
+
+void Report::printFooter(std::string_view coll) const {
+  if (!print_) return;
+  const std::string name(coll);
+  std::printf("# Out of bounds values : %lld %s\n", static_cast<long long>(totalWrong_),
+              totalWrong_ ? "FAILED" : "OK");
+  if (totalWrong_ > 0) std::printf("# Wrong results: %lld\n", static_cast<long long>(totalWrong_));
+  std::printf("# Avg bus bandwidth    : %g\n", busBwEntries_ ? busBwSum_ / busBwEntries_ : 0.0);
+  std::printf("#\n# Collective test concluded: %s\n", name.c_str());
+  std::fflush(stdout);
+}
+
+std::string Report::writeJson(const std::string& path) const {
+  nlohmann::ordered_json all = nlohmann::ordered_json::array();
+  for (const Row& r : rows_) {
+    nlohmann::ordered_json j = {{"coll", r.coll},    {"size", r.bytes},  {"count", r.count},
+                                {"type", r.dtype},   {"redop", r.redop}, {"root", r.root},
+                                {"nranks", r.nranks}};
+    j["out_of_place"] = measurementJson(r.outOfPlace);
+    j["in_place"] = r.inPlace ? measurementJson(*r.inPlace) : nlohmann::ordered_json(nullptr);
+    all.push_back(std::move(j));
+  }
+  std::ofstream out(path);
+  if (!out) return "cannot open " + path + " for writing";
+  out << all.dump(2) << "\n";
+  out.close();
+  if (!out) return "write to " + path + " failed";
+  return "";
+}
+
+}  // namespace tutti::bench

@@ -1,0 +1,329 @@
+// File: bench/tutti_perf.cc
+// tutti-perf: the nccl-tests-compatible benchmark. Sweeps sizes (and dtypes / ops / roots) for one
+// collective, validates each case (-c iterations) before timing it, and prints nccl-tests' table
+// from rank 0 so that results diff line by line with nccl-tests and ../shared/peers/.
+// Ranks come from the launcher (tutti-run, mpirun, srun, torchrun) through
+// Communicator::fromEnvironment; with no launcher it runs as a single rank, or forks --nranks
+// local ranks itself.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <string>
+#include <tutti/tutti.hpp>
+#include <vector>
+
+#include "bench/perf_colls.h"
+#include "bench/perf_report.h"
+#include "bench/perf_setup.h"
+
+namespace tutti::bench {
+namespace {
+
+constexpr int kExitFailure = 1;  // a collective failed or returned wrong data
+
+// ---- command line ----------------------------------------------------------------------------
+
+std::string footerText() {
+  std::string text =
+      "Sizes are bytes (K, M, G suffixes are powers of 1024). size = max(send, recv) total bytes; "
+      "count = the API count (per rank for allgather, reducescatter, alltoall, gather, scatter).\n"
+      "In place: allreduce/broadcast/reduce use recv == send, allgather send = recv + "
+      "rank*count, reducescatter recv = send + rank*count. alltoall, gather, scatter and "
+      "sendrecv have no in-place form in tutti: their in-place columns read N/A and are left out "
+      "of the average bus bandwidth.\n"
+      "busbw factors (nccl-tests): allreduce 2(n-1)/n; allgather, reducescatter, alltoall, "
+      "gather, scatter (n-1)/n; broadcast, reduce, sendrecv 1.\n"
+      "Exit status: 0 ok, 1 wrong results or a failed collective, 2 bad arguments.\n"
+      "Algorithms (--algo):";
+  for (const PerfColl& c : perfColls()) {
+    const std::vector<std::string> names = Communicator::algorithms(c.coll);
+    text += "\n  " + std::string(c.name) + ":";
+    for (const std::string& n : names) text += " " + n;
+    if (names.empty()) text += " (none selectable)";
+  }
+  return text;
+}
+
+// Parses argv into cfg. Returns -1 to go on, else the exit status (0 for --help, 2 for errors).
+int parseCommandLine(int argc, char** argv, Config& cfg) {
+  CLI::App app{"tutti-perf: nccl-tests-compatible collective benchmark for tutti", "tutti-perf"};
+  app.set_version_flag("--version", std::string("tutti-perf ") + versionString());
+  app.footer(footerText());
+  const CLI::AsSizeValue sizeUnits(false);  // 1K = 1024
+  app.add_option("-b,--minbytes", cfg.minBytes, "smallest size in bytes")
+      ->transform(sizeUnits)
+      ->capture_default_str();
+  app.add_option("-e,--maxbytes", cfg.maxBytes, "largest size in bytes")
+      ->transform(sizeUnits)
+      ->capture_default_str();
+  app.add_option("-i,--stepbytes", cfg.stepBytes, "additive size step in bytes (without -f)")
+      ->transform(sizeUnits)
+      ->capture_default_str();
+  auto* factor = app.add_option("-f,--stepfactor", cfg.stepFactor,
+                                "multiplicative size step (> 1); overrides -i");
+  app.add_option("-n,--iters", cfg.iters, "timed iterations per case")
+      ->check(CLI::Range(1, 1 << 30))
+      ->capture_default_str();
+  app.add_option("-w,--warmup_iters", cfg.warmup, "warm-up iterations per case")
+      ->check(CLI::Range(0, 1 << 30))
+      ->capture_default_str();
+  app.add_option("-c,--check", cfg.check,
+                 "validated iterations per case before timing (0: #wrong reads N/A)")
+      ->check(CLI::Range(0, 1 << 20))
+      ->capture_default_str();
+  app.add_option("-d,--datatype", cfg.datatypes,
+                 "int8 uint8 int32 uint32 int64 uint64 half float double bfloat16 f8e4m3 f8e5m2, "
+                 "a comma list, or all")
+      ->capture_default_str();
+  app.add_option("-o,--op", cfg.ops,
+                 "sum prod max min avg, a comma list, or all (reducing collectives only)")
+      ->capture_default_str();
+  app.add_option("-r,--root", cfg.roots, "root rank, a comma list, or all (rooted collectives)")
+      ->capture_default_str();
+  app.add_option("-a,--average", cfg.average,
+                 "time reported: 0 rank 0's, 1 mean over ranks, 2 min, 3 max")
+      ->check(CLI::Range(0, 3))
+      ->capture_default_str();
+  app.add_option("-J,--output_file,--json", cfg.jsonPath, "also write the rows to this JSON file");
+  app.add_option("--coll", cfg.coll,
+                 "allreduce allgather reducescatter broadcast reduce alltoall gather scatter "
+                 "sendrecv (nccl-tests names such as all_reduce_perf work too)")
+      ->capture_default_str();
+  app.add_option("--algo", cfg.algo, "algorithm name (Communicator::setAlgorithm); default auto");
+  app.add_option("--transport", cfg.transports, "shm or tcp (or a comma list): Options::transports")
+      ->check([](const std::string& v) { return checkTransports(v); });
+  app.add_option("-T,--timeout", cfg.timeoutSec, "collective timeout in seconds (0: none)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--nranks", cfg.selfLaunchRanks,
+                 "without a launcher, fork this many local ranks (like tutti-run -n N)")
+      ->check(CLI::Range(1, 1024));
+  app.add_option("-t,--nthreads", cfg.nthreads, "nccl-tests compatibility: must be 1")
+      ->check(CLI::Range(1, 1));
+  app.add_option("-g,--ngpus", cfg.ngpus, "nccl-tests compatibility: must be 1")
+      ->check(CLI::Range(1, 1));
+  try {
+    app.parse(argc, argv);
+    cfg.stepFactorGiven = factor->count() > 0;
+    if (std::string err = validateConfig(cfg); !err.empty()) throw CLI::ValidationError(err);
+  } catch (const CLI::Success& e) {
+    return app.exit(e);  // --help, --version: print and exit 0
+  } catch (const CLI::ParseError& e) {
+    if (launcherRank() <= 0) {
+      std::fprintf(stderr, "tutti-perf: %s\nRun with --help for more information.\n", e.what());
+    }
+    return 2;
+  }
+  return -1;
+}
+
+// ---- running one case ------------------------------------------------------------------------
+
+// Adds the case to a failed call's Status (fail() prints it with the rank).
+Status callFailed(const PerfColl& coll, const CaseShape& s, const Status& st) {
+  return Status(st.code(),
+                std::string(coll.name) + " (type=" + std::string(dataTypeName(s.dtype)) +
+                    " op=" + std::string(redOpName(s.op)) + " root=" + std::to_string(s.root) +
+                    " count=" + std::to_string(s.count) + " inPlace=" + (s.inPlace ? "1" : "0") +
+                    ") failed: " + st.toString());
+}
+
+Status withContext(const Status& st, const std::string& what) {
+  return Status(st.code(), what + ": " + st.message());
+}
+
+struct Buffers {
+  AlignedBuffer send, recv;
+};
+
+// -c iterations: pattern in, sentinel out, one call, count wrong elements; summed over ranks.
+Result<int64_t> validate(Communicator& comm, const PerfColl& coll, CaseShape s,
+                         const CallBuffers& b, int iterations) {
+  int64_t wrong = 0;
+  for (int it = 0; it < iterations; ++it) {
+    s.seed = uint32_t(it);
+    coll.initData(s, b);
+    // Every rank has written its pattern and sentinel before any data can arrive.
+    if (Status st = comm.barrier(); !st) return withContext(st, "barrier before validation");
+    if (Status st = coll.run(comm, s, b); !st) return callFailed(coll, s, st);
+    wrong += int64_t(coll.check(s, b));
+  }
+  Result<int64_t> total = sumInt64(comm, wrong);
+  if (!total) return withContext(total.status(), "summing #wrong over ranks");
+  return total;
+}
+
+// Warm-up then `iters` timed calls; the per-op time in seconds, aggregated over ranks per -a.
+Result<double> timeCase(Communicator& comm, const Config& cfg, const PerfColl& coll,
+                        const CaseShape& s, const CallBuffers& b) {
+  coll.initData(s, b);
+  if (Status st = comm.barrier(); !st) return withContext(st, "barrier before warm-up");
+  for (int i = 0; i < cfg.warmup; ++i) {
+    if (Status st = coll.run(comm, s, b); !st) return callFailed(coll, s, st);
+  }
+  if (Status st = comm.barrier(); !st) return withContext(st, "barrier before timing");
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < cfg.iters; ++i) {
+    if (Status st = coll.run(comm, s, b); !st) return callFailed(coll, s, st);
+  }
+  const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - t0;
+  Result<double> seconds = aggregateTime(comm, cfg.average, elapsed.count() / cfg.iters);
+  if (!seconds) return withContext(seconds.status(), "aggregating the time over ranks");
+  return seconds;
+}
+
+Result<Measurement> measure(Communicator& comm, const Config& cfg, const PerfColl& coll,
+                            const CaseShape& s, Buffers& bufs, size_t bytes) {
+  const CallBuffers b = coll.buffers(s, bufs.send.data(), bufs.recv.data());
+  Measurement m;
+  if (cfg.check > 0) {
+    Result<int64_t> wrong = validate(comm, coll, s, b, cfg.check);
+    if (!wrong) return wrong.status();
+    m.wrong = *wrong;
+  }
+  Result<double> seconds = timeCase(comm, cfg, coll, s, b);
+  if (!seconds) return seconds.status();
+  m.timeUs = *seconds * 1e6;
+  m.algBw = *seconds > 0 ? double(bytes) / *seconds / 1e9 : 0;
+  m.busBw = m.algBw * coll.busBwFactor(s.nranks);
+  return m;
+}
+
+// ---- the sweep -------------------------------------------------------------------------------
+
+// Runs every (dtype, op, root, size) case in nccl-tests order. Returns the exit status.
+int runSweep(Communicator& comm, const Config& cfg, const Plan& plan) {
+  const bool printer = comm.rank() == 0;
+  const PerfColl& coll = *plan.coll;
+  const int n = comm.size();
+  Buffers bufs;
+  // Every rank learns whether any rank failed to allocate, so that none waits for it.
+  const Status allocated = allocateBuffers(plan, n, bufs.send, bufs.recv);
+  if (!allocated) {
+    std::fprintf(stderr, "tutti-perf: rank %d: %s\n", comm.rank(), allocated.toString().c_str());
+  }
+  Result<int64_t> failedRanks = sumInt64(comm, allocated ? 0 : 1);
+  if (!failedRanks) return fail(comm, withContext(failedRanks.status(), "allocation check"));
+  if (*failedRanks > 0) return kExitFailure;
+  if (Status st = printHeader(comm, cfg, plan); !st) {
+    return fail(comm, withContext(st, "gathering rank information for the header"));
+  }
+  Report report(printer);
+  report.printTableHeader();
+  for (DataType dtype : plan.dtypes) {
+    for (RedOp op : plan.ops) {
+      for (int root : plan.roots) {
+        for (size_t bytes : plan.sizes) {
+          const ByteCounts bc = coll.byteCounts(bytes, dataTypeBytes(dtype), n);
+          if (bc.count == 0 && bytes != 0) continue;  // too small for one element per rank
+          CaseShape s{.rank = comm.rank(),
+                      .nranks = n,
+                      .dtype = dtype,
+                      .op = op,
+                      .root = root,
+                      .count = bc.count};
+          Row row{.coll = coll.name,
+                  .bytes = std::max(bc.sendCount, bc.recvCount) * dataTypeBytes(dtype),
+                  .count = bc.count,
+                  .dtype = dataTypeName(dtype),
+                  .redop = coll.reduces ? redOpName(op) : "none",
+                  .root = coll.rooted ? root : -1,
+                  .nranks = n,
+                  .outOfPlace = {},
+                  .inPlace = std::nullopt};
+          Result<Measurement> oop = measure(comm, cfg, coll, s, bufs, row.bytes);
+          if (!oop) return fail(comm, oop.status());
+          row.outOfPlace = *oop;
+          if (coll.inPlace) {
+            s.inPlace = true;
+            Result<Measurement> ip = measure(comm, cfg, coll, s, bufs, row.bytes);
+            if (!ip) return fail(comm, ip.status());
+            row.inPlace = *ip;
+          }
+          report.add(row);
+        }
+      }
+    }
+  }
+  report.printFooter(coll.name);
+  if (printer && !cfg.jsonPath.empty()) {
+    if (std::string err = report.writeJson(cfg.jsonPath); !err.empty()) {
+      std::fprintf(stderr, "tutti-perf: %s\n", err.c_str());
+      return kExitFailure;
+    }
+  }
+  return report.totalWrong() > 0 ? kExitFailure : 0;
+}
+
+// Creates the communicator, applies --algo, and runs the sweep.
+int runRank(const Config& cfg, Result<Communicator> created) {
+  if (!created) {
+    std::fprintf(stderr, "tutti-perf: cannot create the communicator: %s\n",
+                 created.status().toString().c_str());
+    return kExitFailure;
+  }
+  Communicator& comm = *created;
+  Result<Plan> plan = makePlan(cfg, comm.size());
+  if (!plan) {  // every rank sees the same arguments and size: all stop here
+    if (comm.rank() == 0) std::fprintf(stderr, "tutti-perf: %s\n", plan.status().message().c_str());
+    return 2;
+  }
+  if (!cfg.algo.empty()) {
+    if (Status st = comm.setAlgorithm(plan->coll->coll, cfg.algo); !st) {
+      if (comm.rank() == 0) {
+        std::string known;
+        for (const std::string& a : Communicator::algorithms(plan->coll->coll)) known += " " + a;
+        std::fprintf(stderr, "tutti-perf: --algo %s: %s (known for %s:%s)\n", cfg.algo.c_str(),
+                     st.toString().c_str(), std::string(plan->coll->name).c_str(),
+                     known.empty() ? " none" : known.c_str());
+      }
+      return 2;
+    }
+  }
+  return runSweep(comm, cfg, *plan);
+}
+
+int benchMain(int argc, char** argv) {
+  Config cfg;
+  if (int rc = parseCommandLine(argc, argv, cfg); rc >= 0) return rc;
+  Options options;
+  options.timeout = std::chrono::milliseconds(int64_t(std::llround(cfg.timeoutSec * 1000)));
+  options.transports = cfg.transports;
+  if (const int rank = launcherRank(); rank >= 0) {
+    if (cfg.selfLaunchRanks > 0 && rank == 0) {
+      std::fprintf(stderr, "tutti-perf: --nranks ignored: ranks come from the launcher\n");
+    }
+    return runRank(cfg, Communicator::fromEnvironment(options));
+  }
+  if (cfg.selfLaunchRanks > 1) {
+    return selfLaunch(cfg.selfLaunchRanks, [&](int rank, int nranks, const UniqueId& id) {
+      return runRank(cfg, Communicator::create(id, rank, nranks, options));
+    });
+  }
+  // No launcher: a single rank.
+  Result<UniqueId> id = createUniqueId();
+  if (!id) return runRank(cfg, id.status());
+  return runRank(cfg, Communicator::create(*id, 0, 1, options));
+}
+
+}  // namespace
+}  // namespace tutti::bench
+
+int main(int argc, char** argv) {
+  try {
+    return tutti::bench::benchMain(argc, argv);
+  } catch (const std::exception& e) {  // std::bad_alloc and friends: no exception leaks
+    std::fprintf(stderr, "tutti-perf: fatal: %s\n", e.what());
+  } catch (...) {
+    std::fprintf(stderr, "tutti-perf: fatal: unknown exception\n");
+  }
+  return 1;
+}
