@@ -51,44 +51,41 @@ std::optional<int64_t> parseInt(std::string_view text) {
   return static_cast<int64_t>(v) * mult;
 }
 
-IntParam::IntParam(const char* name, const char* alias, const char* group, int64_t def,
-                   const char* help)
+namespace {
+std::optional<double> parseDouble(const std::string& text) {
+  char* end = nullptr;
+  double v = std::strtod(text.c_str(), &end);
+  if (end == text.c_str() || *end != '\0') return std::nullopt;
+  return v;
+}
+}  // namespace
+
+template <typename T>
+NumericParam<T>::NumericParam(const char* name, const char* alias, const char* group, T def,
+                              const char* help)
     : name_(name), alias_(alias), def_(def) {
-  addParam({name, alias, group, std::to_string(def), help});
+  addParam({name, alias, group, fmt::format("{}", def), help});
 }
 
-void IntParam::load() const {
-  int64_t result = def_;
+template <typename T>
+void NumericParam<T>::load() const {
+  T result = def_;
   if (auto raw = env::get({name_, alias_})) {
-    if (auto v = parseInt(*raw)) result = *v;
+    std::optional<T> v;
+    if constexpr (std::is_integral_v<T>) v = parseInt(*raw);
+    else v = parseDouble(*raw);
+    if (v)
+      result = *v;
     else
-      TUTTI_LOG_WARN(Subsys::kEnv, "env: {} is not an integer (value='{}'); using default {}",
-                     name_, *raw, def_);
-  }
-  value_.store(result, std::memory_order_relaxed);
-  have_.store(true, std::memory_order_release);
-}
-
-DoubleParam::DoubleParam(const char* name, const char* alias, const char* group, double def,
-                         const char* help)
-    : name_(name), alias_(alias), def_(def) {
-  addParam({name, alias, group, std::to_string(def), help});
-}
-
-void DoubleParam::load() const {
-  double result = def_;
-  if (auto raw = env::get({name_, alias_})) {
-    char* end = nullptr;
-    double v = std::strtod(raw->c_str(), &end);
-    if (end == raw->c_str() || *end != '\0')
       TUTTI_LOG_WARN(Subsys::kEnv, "env: {} is not a number (value='{}'); using default {}",
                      name_, *raw, def_);
-    else
-      result = v;
   }
   value_.store(result, std::memory_order_relaxed);
   have_.store(true, std::memory_order_release);
 }
+
+template class NumericParam<int64_t>;
+template class NumericParam<double>;
 
 StringParam::StringParam(const char* name, const char* alias, const char* group, const char* def,
                          const char* help)

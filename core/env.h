@@ -27,38 +27,29 @@ struct ParamInfo {
 /// Every declared parameter (declaration order across translation units is unspecified).
 const std::vector<ParamInfo>& registry();
 
-/// Integer / double parameters: read from the environment on the first get() and cached (so
-/// get() is cheap enough for hot paths). Thread-safe: a race reads the environment twice.
-class IntParam {
+/// A numeric parameter (int64_t or double): read from the environment on the first get() and
+/// cached, so get() is cheap enough for hot paths. Thread-safe: a race reads the environment
+/// twice and stores the same value.
+template <typename T>
+class NumericParam {
  public:
-  IntParam(const char* name, const char* alias, const char* group, int64_t def, const char* help);
-  int64_t get() const {
+  NumericParam(const char* name, const char* alias, const char* group, T def, const char* help);
+  T get() const {
     if (!have_.load(std::memory_order_acquire)) load();
     return value_.load(std::memory_order_relaxed);
   }
+
  private:
   void load() const;
   const char* name_;
   const char* alias_;
-  int64_t def_;
-  mutable std::atomic<int64_t> value_{0};
+  T def_;
+  mutable std::atomic<T> value_{};
   mutable std::atomic<bool> have_{false};
 };
-class DoubleParam {
- public:
-  DoubleParam(const char* name, const char* alias, const char* group, double def, const char* help);
-  double get() const {
-    if (!have_.load(std::memory_order_acquire)) load();
-    return value_.load(std::memory_order_relaxed);
-  }
- private:
-  void load() const;
-  const char* name_;
-  const char* alias_;
-  double def_;
-  mutable std::atomic<double> value_{0};
-  mutable std::atomic<bool> have_{false};
-};
+using IntParam = NumericParam<int64_t>;
+using DoubleParam = NumericParam<double>;
+
 class StringParam {
  public:
   StringParam(const char* name, const char* alias, const char* group, const char* def,
