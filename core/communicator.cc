@@ -1,6 +1,7 @@
 // File: core/communicator.cc
 // CommImpl: initialisation (bootstrap, peer info, transport choice per peer), argument checks,
 // the plan cache, blocking and asynchronous execution, errors and abort.
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -24,6 +25,9 @@ TUTTI_PARAM_STRING(kAlgo, "TUTTI_ALGO", nullptr, "ALGO", "",
                    "'allreduce:ring;broadcast:chain'");
 TUTTI_PARAM_INT(kTimeoutSec, "TUTTI_TIMEOUT", nullptr, "CORE", 0,
                 "collective timeout in seconds (0 = none; dead peers are still detected)");
+TUTTI_PARAM_INT(kSpinCount, "TUTTI_SPIN_COUNT", nullptr, "CORE", -1,
+                "idle progress passes before a waiting rank yields (-1: 1000, or 0 when this host "
+                "runs more ranks than the CPUs the process may use)");
 TUTTI_PARAM_INT(kBootstrapTimeoutSec, "TUTTI_BOOTSTRAP_TIMEOUT", nullptr, "CORE", 120,
                 "bootstrap timeout in seconds");
 
@@ -207,6 +211,15 @@ Status CommImpl::init(const bootstrap::IdData& id, const Options& options) {
   for (size_t t = 0; t < transports_.size(); ++t)
     if (transports_[t]->doorbell()) exec_.doorbellOwner = transports_[t].get();
   exec_.abort = &abort_;
+  exec_.spinCount = static_cast<int>(kSpinCount.get());
+  if (exec_.spinCount < 0) {
+    cpu_set_t cpus;
+    const int ncpu = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
+    const auto local = std::count_if(peers_.begin(), peers_.end(), [&](const auto& p) {
+      return p.hostId == peers_[rank_].hostId;
+    });
+    exec_.spinCount = local > ncpu ? 0 : 1000;
+  }
   exec_.timeout = options.timeout.count() > 0
                       ? options.timeout
                       : std::chrono::milliseconds(kTimeoutSec.get() * 1000);

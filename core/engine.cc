@@ -22,8 +22,6 @@ namespace {
 TUTTI_PARAM_INT(kSliceBytes, "TUTTI_SLICE_BYTES", nullptr, "CORE", 128 << 10,
                 "messages are cut into slices of this many bytes (multiple of 64) so that "
                 "forwarding pipelines");
-TUTTI_PARAM_INT(kSpinCount, "TUTTI_SPIN_COUNT", nullptr, "CORE", 200,
-                "idle progress passes before a waiting rank starts yielding");
 
 using Clock = std::chrono::steady_clock;
 
@@ -182,11 +180,11 @@ class RoundRunner {
         continue;
       }
       ++idle;
-      if (idle < kSpinCount.get()) {
+      if (idle < ctx_.spinCount) {
         cpuRelax();
         continue;
       }
-      if (idle < kSpinCount.get() + 32) {
+      if (idle < ctx_.spinCount + 32) {
         sched_yield();
         continue;
       }

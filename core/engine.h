@@ -43,6 +43,10 @@ struct ExecContext {
   transport::Transport* doorbellOwner = nullptr;  ///< transport whose doorbell we may sleep on
   std::atomic<bool>* abort = nullptr;
   std::chrono::milliseconds timeout{0};  ///< 0: none
+  /// Idle progress passes before a waiting rank yields its core (then it sleeps). The
+  /// communicator sets 0 when this host runs more ranks than the CPUs we may use: a spinning rank
+  /// would take the core from the peer it waits for.
+  int spinCount = 1000;
 };
 
 /// Runs `plan` with the given user buffers. `seq` is the call's sequence number on this
