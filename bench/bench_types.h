@@ -1,8 +1,7 @@
 // File: bench/bench_types.h
-// Element codecs for tutti-perf: every NCCL dtype read as and written from double, with our own
-// float16 / bfloat16 / fp8 conversions (round to nearest even). tutti-perf links only the public
-// libtutti.so, so it cannot borrow the library's kernels; an independent codec also keeps the
-// benchmark's reference values independent of the code under test.
+// Element codecs for tutti-perf: every NCCL dtype read as and written from double (float16,
+// bfloat16 and fp8 through the header-only kernels/convert.h, round to nearest even), plus the
+// exact-value limits and tolerances the patterns and checks need.
 #pragma once
 
 #include <algorithm>
@@ -10,71 +9,11 @@
 #include <cstdint>
 #include <cstring>
 #include <tutti/types.hpp>
+
+#include "kernels/convert.h"
 #include <type_traits>
 
 namespace tutti::bench {
-
-// A binary minifloat with E exponent bits and M mantissa bits. kIeee: the all-ones exponent is
-// inf/NaN (float16, bfloat16, e5m2); otherwise only all-ones exponent + all-ones mantissa is NaN
-// and there is no infinity (OCP e4m3, max 448).
-template <int E, int M, bool kIeee>
-struct MiniFloat {
-  static constexpr int kBias = (1 << (E - 1)) - 1;
-  static constexpr int kMinExp = 1 - kBias;  // unbiased exponent of the smallest normal
-  static constexpr uint32_t kExpMask = (1u << E) - 1;
-  static constexpr uint32_t kManMask = (1u << M) - 1;
-  static constexpr uint32_t kSign = 1u << (E + M);
-
-  static double decode(uint32_t bits) {
-    const bool neg = (bits & kSign) != 0;
-    const uint32_t e = (bits >> M) & kExpMask, m = bits & kManMask;
-    double v;
-    if (e == kExpMask && (kIeee || m == kManMask)) {
-      v = (kIeee && m == 0) ? INFINITY : NAN;
-    } else if (e == 0) {
-      v = std::ldexp(double(m), kMinExp - M);
-    } else {
-      v = std::ldexp(double(m | (1u << M)), int(e) - kBias - M);
-    }
-    return neg ? -v : v;
-  }
-
-  static uint32_t encode(double v) {
-    const uint32_t sign = std::signbit(v) ? kSign : 0;
-    if (std::isnan(v)) return sign | (kExpMask << M) | (kIeee ? (1u << (M - 1)) : kManMask);
-    const double a = std::fabs(v);
-    if (std::isinf(a)) return overflow(sign);
-    if (a == 0) return sign;
-    int fe = 0;
-    std::frexp(a, &fe);  // a = f * 2^fe, f in [0.5, 1)
-    const int x = std::max(fe - 1, kMinExp);
-    // a / 2^(x-M) is exact in double; nearbyint rounds half to even (default rounding mode).
-    const double r = std::nearbyint(std::ldexp(a, M - x));
-    uint64_t q = uint64_t(r);
-    int ex = x;
-    if (q >= (uint64_t(2) << M)) {  // rounded up to the next binade
-      q >>= 1;
-      ++ex;
-    }
-    uint32_t biased = (q >= (uint64_t(1) << M)) ? uint32_t(ex + kBias) : 0;  // else subnormal
-    const uint32_t man = uint32_t(q) & kManMask;
-    if (biased > kExpMask || (kIeee && biased == kExpMask) ||
-        (!kIeee && biased == kExpMask && man == kManMask)) {
-      return overflow(sign);
-    }
-    return sign | (biased << M) | man;
-  }
-
- private:
-  static uint32_t overflow(uint32_t sign) {
-    return kIeee ? sign | (kExpMask << M) : sign | (kExpMask << M) | kManMask;
-  }
-};
-
-using Half = MiniFloat<5, 10, true>;
-using BFloat16 = MiniFloat<8, 7, true>;
-using Fp8E4M3 = MiniFloat<4, 3, false>;
-using Fp8E5M2 = MiniFloat<5, 2, true>;
 
 // Codec<T>: Storage is the element's bit container; load/store convert through double.
 template <DataType T>
@@ -89,11 +28,13 @@ struct IntCodec {
     return static_cast<S>(static_cast<std::make_unsigned_t<S>>(static_cast<int64_t>(v)));
   }
 };
+// Narrow floats go through float with the library's conversions (kernels/convert.h, header-only;
+// kernels_test checks them bit for bit against an independent formula).
 template <typename S, typename F>
 struct MiniCodec {
   using Storage = S;
-  static double load(S s) { return F::decode(s); }
-  static S store(double v) { return static_cast<S>(F::encode(v)); }
+  static double load(S s) { return kernels::toFloat(F{s}); }
+  static S store(double v) { return kernels::fromFloat<F>(static_cast<float>(v)).bits; }
 };
 
 template <>
@@ -109,13 +50,13 @@ struct Codec<DataType::kInt64> : IntCodec<int64_t> {};
 template <>
 struct Codec<DataType::kUint64> : IntCodec<uint64_t> {};
 template <>
-struct Codec<DataType::kFloat16> : MiniCodec<uint16_t, Half> {};
+struct Codec<DataType::kFloat16> : MiniCodec<uint16_t, kernels::Half> {};
 template <>
-struct Codec<DataType::kBfloat16> : MiniCodec<uint16_t, BFloat16> {};
+struct Codec<DataType::kBfloat16> : MiniCodec<uint16_t, kernels::BFloat16> {};
 template <>
-struct Codec<DataType::kFp8E4M3> : MiniCodec<uint8_t, Fp8E4M3> {};
+struct Codec<DataType::kFp8E4M3> : MiniCodec<uint8_t, kernels::Fp8E4M3> {};
 template <>
-struct Codec<DataType::kFp8E5M2> : MiniCodec<uint8_t, Fp8E5M2> {};
+struct Codec<DataType::kFp8E5M2> : MiniCodec<uint8_t, kernels::Fp8E5M2> {};
 template <>
 struct Codec<DataType::kFloat32> {
   using Storage = float;
