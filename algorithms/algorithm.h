@@ -4,6 +4,8 @@
 // .cc file to algorithms/. Also the ScheduleBuilder and the rank-math helpers (patterns).
 #pragma once
 
+#include <deque>
+#include <functional>
 #include <string_view>
 #include <vector>
 
@@ -17,17 +19,20 @@ struct AlgorithmInfo {
   std::string_view name;     ///< unique per coll; selectable with Communicator::setAlgorithm
   Coll coll;
   std::string_view summary;  ///< one line
-  /// Whether the algorithm handles this shape; nullptr means always. Declining is not an error.
-  bool (*supports)(const CollShape&) = nullptr;
+  /// Whether the algorithm handles this shape; empty means always. Declining is not an error.
+  std::function<bool(const CollShape&)> supports;
   /// Pure: no I/O, no globals, deterministic. Same round numbering on every rank.
-  Result<Schedule> (*build)(const CollShape&) = nullptr;
+  std::function<Result<Schedule>(const CollShape&)> build;
   /// Preference when no algorithm is requested (higher wins among those that support the
   /// shape). The cost-model selector replaces this.
   int priority = 0;
+  /// Loaded from a schedule file (TUTTI_SCHEDULE_FILE): verified before first use.
+  bool loaded = false;
 };
 
-/// Every registered algorithm (registration order is unspecified).
-const std::vector<AlgorithmInfo>& registry();
+/// Every registered algorithm (registration order is unspecified). A deque: entries never move,
+/// so pointers from find() stay valid when algorithms are added later.
+const std::deque<AlgorithmInfo>& registry();
 /// The algorithm named `name` for `coll`, or nullptr.
 const AlgorithmInfo* find(Coll coll, std::string_view name);
 /// The default choice for a shape: the highest-priority algorithm that supports it, or nullptr.
@@ -36,6 +41,9 @@ const AlgorithmInfo* pickDefault(const CollShape& shape);
 struct Registrar {
   explicit Registrar(const AlgorithmInfo& info);
 };
+/// Adds an algorithm at run time (loaded schedules). InvalidArgument when (coll, name) exists.
+/// Not thread-safe against concurrent registry readers: call before communicators use it.
+Status registerAlgorithm(AlgorithmInfo info);
 
 /// Rank arithmetic shared by algorithms (UCC's coll_patterns idea).
 namespace patterns {

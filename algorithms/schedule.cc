@@ -62,15 +62,23 @@ std::string toString(const Schedule& s) {
 // ---- registry ----
 
 namespace {
-std::vector<AlgorithmInfo>& mutableRegistry() {
-  static std::vector<AlgorithmInfo> r;
+std::deque<AlgorithmInfo>& mutableRegistry() {
+  static std::deque<AlgorithmInfo> r;
   return r;
 }
 }  // namespace
 
 Registrar::Registrar(const AlgorithmInfo& info) { mutableRegistry().push_back(info); }
 
-const std::vector<AlgorithmInfo>& registry() { return mutableRegistry(); }
+Status registerAlgorithm(AlgorithmInfo info) {
+  if (find(info.coll, info.name))
+    return invalidArgument("an algorithm named '{}' already exists for {}", info.name,
+                           collName(info.coll));
+  mutableRegistry().push_back(std::move(info));
+  return Status::ok();
+}
+
+const std::deque<AlgorithmInfo>& registry() { return mutableRegistry(); }
 
 const AlgorithmInfo* find(Coll coll, std::string_view name) {
   for (const auto& a : registry())

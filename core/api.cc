@@ -250,6 +250,10 @@ Status Communicator::setAlgorithm(Coll coll, const std::string& name) {
   TUTTI_COMM_OR_FAIL("setAlgorithm");
   return impl_->setAlgorithm(coll, name);
 }
+Result<std::string> Communicator::loadSchedule(const std::string& path) {
+  if (!impl_) return noComm("loadSchedule");
+  return impl_->loadSchedule(path);
+}
 std::vector<std::string> Communicator::algorithms(Coll coll) {
   std::vector<std::string> names;
   for (const auto& a : algo::registry())

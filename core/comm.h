@@ -67,6 +67,7 @@ class CommImpl {
   void abort();
   Status asyncError() const;
   Status setAlgorithm(Coll coll, const std::string& name);
+  Result<std::string> loadSchedule(const std::string& path);
 
  private:
   CommImpl() = default;
@@ -92,6 +93,7 @@ class CommImpl {
 
   using PlanKey = std::tuple<int, size_t, int, int, int, bool, int, int, std::string>;
   std::map<PlanKey, std::unique_ptr<Plan>> plans_;
+  std::vector<std::byte> scratchPool_;  // shared by all plans (one executes at a time)
 
   mutable std::mutex errMu_;
   Status firstError_;

@@ -9,6 +9,8 @@
 #include <set>
 
 #include "algorithms/algorithm.h"
+#include "algorithms/schedule_json.h"
+#include "algorithms/verifier.h"
 #include "core/comm.h"
 #include "core/env.h"
 #include "core/host_id.h"
@@ -23,6 +25,8 @@ TUTTI_PARAM_STRING(kTransports, "TUTTI_TRANSPORTS", nullptr, "CORE", "",
 TUTTI_PARAM_STRING(kAlgo, "TUTTI_ALGO", nullptr, "ALGO", "",
                    "algorithm override: 'name' for every collective that has it, or "
                    "'allreduce:ring;broadcast:chain'");
+TUTTI_PARAM_STRING(kScheduleFile, "TUTTI_SCHEDULE_FILE", nullptr, "ALGO", "",
+                   "comma-separated JSON schedule files to load and select (docs/SCHEDULES.md)");
 TUTTI_PARAM_INT(kTimeoutSec, "TUTTI_TIMEOUT", nullptr, "CORE", 0,
                 "collective timeout in seconds (0 = none; dead peers are still detected)");
 TUTTI_PARAM_INT(kSpinCount, "TUTTI_SPIN_COUNT", nullptr, "CORE", -1,
@@ -231,6 +235,13 @@ Status CommImpl::init(const bootstrap::IdData& id, const Options& options) {
                    peers_[rank_].hostname, summary);
   }
 
+  for (auto& path : split(kScheduleFile.get(), ',')) {
+    path = trim(path);
+    if (path.empty()) continue;
+    TUTTI_TRY_ASSIGN(std::string name, loadSchedule(path));
+    TUTTI_LOG_INFO(Subsys::kAlgo, "init: loaded schedule '{}' from {}", name, path);
+  }
+
   // TUTTI_ALGO overrides.
   for (auto& item : split(kAlgo.get(), ';')) {
     item = trim(item);
@@ -302,6 +313,23 @@ Status CommImpl::setAlgorithm(Coll coll, const std::string& name) {
   }
   algoOverride_[coll] = name;
   return Status::ok();
+}
+
+Result<std::string> CommImpl::loadSchedule(const std::string& path) {
+  // Once per process and path: several communicators may load the same file.
+  static std::mutex mu;
+  static std::map<std::string, std::pair<Coll, std::string>> loaded;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = loaded.find(path);
+  if (it == loaded.end()) {
+    TUTTI_TRY_ASSIGN(algo::LoadedSchedule s, algo::loadScheduleFile(path));
+    const Coll coll = s.coll;
+    std::string name = s.name;
+    TUTTI_TRY(algo::registerLoaded(std::move(s)));
+    it = loaded.emplace(path, std::make_pair(coll, name)).first;
+  }
+  algoOverride_[it->second.first] = it->second.second;
+  return it->second.second;
 }
 
 // ---- argument checks ----
@@ -405,6 +433,12 @@ Result<Plan*> CommImpl::plan(const CallArgs& a, bool inPlace) {
       info = algo::pickDefault(shape);
     }
     if (!info) return internalError("{}: no algorithm supports this call", a.api);
+    if (info->loaded) {  // user-supplied: prove it for this size and count before running it
+      Status v = algo::verifyAlgorithm(*info, shape);
+      if (!v.isOk())
+        return invalidUsage("{}: schedule '{}' failed verification for nranks={} count={}: {}",
+                            a.api, info->name, nranks_, a.count, v.message());
+    }
     TUTTI_TRY_ASSIGN(p->schedule, info->build(shape));
     p->algorithm = std::string(info->name);
   }
@@ -417,11 +451,14 @@ Result<Plan*> CommImpl::plan(const CallArgs& a, bool inPlace) {
       p->divisor = nranks_;
     }
   }
-  const size_t scratchBytes = p->schedule.scratchCount * p->elemBytes;
-  if (scratchBytes > 0) {
-    p->scratch.reset(new (std::nothrow) std::byte[scratchBytes]());
-    if (!p->scratch)
-      return systemError("{}: cannot allocate {} bytes of scratch", a.api, scratchBytes);
+  p->scratchBytes = p->schedule.scratchCount * p->elemBytes;
+  if (p->scratchBytes > scratchPool_.size()) {
+    // Grows only; sized by the largest plan so far. No exception escapes: failure is reported.
+    try {
+      scratchPool_.resize(p->scratchBytes);
+    } catch (const std::bad_alloc&) {
+      return systemError("{}: cannot allocate {} bytes of scratch", a.api, p->scratchBytes);
+    }
   }
   if (plans_.size() >= 512) plans_.clear();  // bounded cache: sweeps create many shapes
   Plan* raw = p.get();
@@ -440,7 +477,7 @@ Status CommImpl::execute(const CallArgs& a, bool inPlace) {
   ++seq_;
   auto p = plan(a, inPlace);
   if (!p.isOk()) return p.status();
-  Status s = tutti::execute(*p.value(), a.send, a.recv, exec_, seq_);
+  Status s = tutti::execute(*p.value(), a.send, a.recv, scratchPool_.data(), exec_, seq_);
   if (!s.isOk()) {
     TUTTI_LOG_WARN(Subsys::kColl, "{}", s.message());
     recordError(s);

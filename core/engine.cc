@@ -53,11 +53,12 @@ struct Forward {
 
 class RoundRunner {
  public:
-  RoundRunner(Plan& plan, const void* input, void* output, ExecContext& ctx, uint64_t seq)
+  RoundRunner(Plan& plan, const void* input, void* output, std::byte* scratch, ExecContext& ctx,
+              uint64_t seq)
       : plan_(plan), ctx_(ctx), seq_(seq) {
     bases_[0] = static_cast<std::byte*>(const_cast<void*>(input));
     bases_[1] = static_cast<std::byte*>(output);
-    bases_[2] = plan.scratch.get();
+    bases_[2] = scratch;
   }
 
   Status run() {
@@ -286,8 +287,9 @@ class RoundRunner {
 
 }  // namespace
 
-Status execute(Plan& plan, const void* input, void* output, ExecContext& ctx, uint64_t seq) {
-  RoundRunner runner(plan, input, output, ctx, seq);
+Status execute(Plan& plan, const void* input, void* output, std::byte* scratch, ExecContext& ctx,
+               uint64_t seq) {
+  RoundRunner runner(plan, input, output, scratch, ctx, seq);
   TUTTI_TRY(runner.run());
   if (plan.divide && plan.divideCount > 0) plan.divide(output, plan.divideCount, plan.divisor);
   return Status::ok();

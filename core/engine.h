@@ -30,7 +30,7 @@ struct Plan {
   kernels::DivideFn divide = nullptr;
   size_t divideCount = 0;
   int divisor = 1;
-  std::unique_ptr<std::byte[]> scratch;  ///< schedule.scratchCount * elemBytes bytes
+  size_t scratchBytes = 0;  ///< schedule.scratchCount * elemBytes; lent by the communicator's pool
 };
 
 /// What the engine needs from the communicator. Only the thread executing plans touches it,
@@ -53,6 +53,9 @@ struct ExecContext {
 /// communicator; errors name the call as "allreduce #12" (formatted only on error).
 /// Errors: RemoteError (peer closed/died, naming it), Timeout (naming the round and the peers
 /// waited for), InvalidUsage when aborted.
-Status execute(Plan& plan, const void* input, void* output, ExecContext& ctx, uint64_t seq);
+/// `scratch` holds at least plan.scratchBytes bytes (the communicator's pool; plans run one at a
+/// time, so they share it).
+Status execute(Plan& plan, const void* input, void* output, std::byte* scratch, ExecContext& ctx,
+               uint64_t seq);
 
 }  // namespace tutti

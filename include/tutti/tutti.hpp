@@ -152,6 +152,15 @@ class TUTTI_API Communicator {
   /// Names of the registered algorithms for a collective.
   static std::vector<std::string> algorithms(Coll coll);
 
+  /// Loads a JSON schedule file (docs/SCHEDULES.md), registers it as an algorithm of its
+  /// collective (once per process and path) and selects it on this communicator. Returns the
+  /// algorithm's name. The schedule is verified for this communicator's size and each count
+  /// before first use; a call whose schedule fails verification returns InvalidUsage with the
+  /// verifier's message (rank, round, step). InvalidArgument for an unreadable or malformed file
+  /// (naming the JSON path of the problem) or a name already taken. Also done at creation for
+  /// every path in TUTTI_SCHEDULE_FILE (comma-separated).
+  Result<std::string> loadSchedule(const std::string& path);
+
   detail::CommImpl* impl() const { return impl_.get(); }
 
  private:

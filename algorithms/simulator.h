@@ -1,0 +1,88 @@
+// File: algorithms/simulator.h
+// The alpha-beta-gamma simulator: replays every rank's schedule, event by event, and predicts
+// the time of the collective. It is the selector's cost function and `tutti-sched predict`.
+//
+// Model (all times in microseconds, bandwidths in GB/s = 1e9 bytes/s):
+//  - Links: a message of b bytes from src to dst over the link class classOf(src, dst) takes
+//    latencyUs + b / bandwidth from its start to its arrival (Hockney). Every directed pair
+//    (src, dst) is a link of its own that carries one message at a time: consecutive messages
+//    between two ranks each pay alpha (the pipelined chain's (n-2+k)(alpha + s beta)).
+//  - Ports: the data of a message (its last b / bandwidth) also needs the sender's outgoing and
+//    the receiver's incoming port of that class, one message's data at a time per port (full
+//    duplex). So a rank's messages to (or from) different peers SHARE its bandwidth but overlap
+//    their latencies: a direct gather costs alpha + (n-1)/n S beta at the root, a one-shot
+//    allreduce alpha + (n-1) S beta. Ports of different classes (nvlink next to ib) are
+//    independent. With one peer per round per direction (ring, recursive doubling, Bruck,
+//    binomial trees, pairwise exchange) this is the classic full-duplex single-port model of
+//    Thakur, Rabenseifner and Gropp (IJHPCA 2005), and their closed forms come out exactly.
+//  - Start: a message starts once its data is ready, the receiver has reached the message's round
+//    (posted the receive: transport buffers are bounded and the shm receiver copies out of its
+//    ring itself, so a large message cannot be pushed into a rank still busy with an earlier
+//    round), its pair link is free, and its ports are free when its latency has passed. Waiting
+//    messages are served first-come first-served (ready time, then schedule order), without
+//    holding back a message that can go.
+//  - Compute: every rank has one compute unit, first-come first-served. A reduction of b bytes
+//    (recvReduce, recvReduceSend, reduce) costs b / reduceGBps, a copy b / copyGBps; a copy whose
+//    source and destination are the same memory (in-place aliasing) is free, as in the engine.
+//    Compute and ports overlap.
+//  - Rounds: a rank starts round k+1 when all its round-k steps are done. A send is done when its
+//    message has arrived; a receive when the data has arrived and (recvReduce) been reduced; a
+//    forwarding step when everything it forwards has arrived. Zero-count steps cost nothing.
+//  - Slicing: send, recv and recvReduce move one message (alpha once; the receiver reduces after
+//    the whole message has arrived, the textbook (n-1)/n S gamma of ring algorithms). Forwarding
+//    steps (recvCopySend, recvReduceSend) work as the engine does: the incoming data is cut into
+//    sliceBytes slices; a slice is available once its last byte has arrived (bytes stream in at
+//    the link bandwidth), is reduced (recvReduceSend), and is then sent on as a message of its own
+//    (alpha per slice). A chain of n >= 3 ranks broadcasting S = k s bytes thus costs exactly
+//    (n-2+k)(alpha + s beta).
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "algorithms/algorithm.h"
+
+namespace tutti::algo {
+
+enum class LinkClass : int { kSelf = 0, kShm, kTcp, kNvlink, kPcie, kIb };
+inline constexpr int kNumLinkClasses = 6;
+/// "self", "shm", "tcp", "nvlink", "pcie", "ib".
+const char* linkClassName(LinkClass c);
+
+struct LinkParams {
+  double latencyUs = 1.0;      ///< alpha: per-message latency, microseconds
+  double bandwidthGBps = 5.0;  ///< 1/beta: GB/s (1e9 bytes per second)
+};
+
+struct LinkModel {
+  LinkParams links[kNumLinkClasses];
+  double reduceGBps = 10.0;       ///< 1/gamma: bytes of one operand reduced per second (1e9)
+  double copyGBps = 10.0;         ///< local copies
+  size_t sliceBytes = 128 << 10;  ///< the engine's pipelining slice (0: forward whole messages)
+  /// Class of the link between two ranks; default (also when empty): kShm between different
+  /// ranks, kSelf on one.
+  std::function<LinkClass(int src, int dst)> classOf;
+  LinkClass linkClass(int src, int dst) const;
+  const LinkParams& link(int src, int dst) const;
+  /// Defaults for a single host: self 0.05 us / 20 GB/s, shm 0.5 us / 5 GB/s, tcp 10 us /
+  /// 2.5 GB/s, nvlink 2 us / 150 GB/s, pcie 3 us / 20 GB/s, ib 2 us / 20 GB/s; reduce and copy
+  /// 10 GB/s; slices of 128 KiB; every pair of different ranks is shm.
+  static LinkModel defaults();
+};
+
+/// Predicted time in microseconds of the collective whose per-rank schedules are `perRank`
+/// (perRank.size() == shape.nranks; shape.rank is ignored): the time at which the last rank
+/// finishes, all ranks starting at 0. Bytes are count * dataTypeBytes(shape.dtype) (1 byte per
+/// element for barrier, as the engine). InternalError, naming ranks and round, for schedules that
+/// do not match (a receive without its send in the same round, different sizes, a peer out of
+/// range) or that deadlock (a cycle of forwarding steps); InvalidArgument for a bad model.
+/// Pure and thread-compatible.
+Result<double> simulate(const CollShape& shape, const std::vector<Schedule>& perRank,
+                        const LinkModel& model);
+
+/// Builds all ranks' schedules with `algo` and simulates them. InvalidArgument when the
+/// algorithm declines the shape on any rank (supports() false); the build's error otherwise.
+Result<double> predict(const AlgorithmInfo& algo, const CollShape& shape, const LinkModel& model);
+
+}  // namespace tutti::algo

@@ -1,0 +1,525 @@
+// File: tools/tutti_sched.cc
+// tutti-sched: looks at schedules without running them. `list` prints the registered algorithms,
+// `verify` runs the symbolic verifier (algorithms/verifier.h) over algorithms x nranks x counts x
+// roots x placements, `predict` tabulates the alpha-beta-gamma simulator's times
+// (algorithms/simulator.h) and `dump` prints one rank's schedule. Exit 0 ok, 1 a check failed,
+// 2 bad usage. Options are parsed by hand: CLI11 is a bench/ dependency only.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "algorithms/algorithm.h"
+#include "algorithms/schedule_json.h"
+#include "algorithms/simulator.h"
+#include "algorithms/verifier.h"
+
+namespace tutti::algo {
+namespace {
+
+constexpr int kUsage = 2;
+// Rooted algorithms are written relative to the root; these catch root 0 special cases, the
+// wrap-around and a middle root. `--root all` sweeps every root (O(n) times longer).
+constexpr const char* kDefaultRoots = "0,1,n/2,n-1";
+
+const char* const kHelp = R"(usage: tutti-sched <command> [options]
+  list
+      one line per registered algorithm: <collective> <algorithm> <summary>
+  verify (--all | --coll C [--algo A] | --file F) [--nranks 1-64] [--count LIST]
+         [--root all|LIST] [--inplace both|yes|no]
+      symbolic verification; LIST is comma-separated numbers with K/M/G suffixes and the
+      tokens n-1, n+1, n/2 (relative to nranks); --nranks takes ranges (1-64) and lists.
+      Defaults: --nranks 1-16 --count 0,1,n-1,n+1,1009 --root 0,1,n/2,n-1 --inplace both;
+      --file F verifies a JSON schedule (docs/SCHEDULES.md) at the file's own nranks
+  predict --coll C [--algo A] --nranks N [--sizes 8:256M] [--dtype float] [--link shm|tcp]
+          [--latency-us X] [--bandwidth-gbps Y] [--reduce-gbps Z]
+      predicted microseconds per algorithm and size; sizes are bytes (a:b doubles from a to b,
+      or a list); per-rank collectives (allgather, reducescatter, alltoall, gather, scatter)
+      take the total size as nccl-tests prints it
+  dump --coll C --algo A --nranks N --rank R --count K [--root N] [--inplace]
+      prints one rank's schedule
+)";
+
+template <typename... Args>
+int usage(fmt::format_string<Args...> f, Args&&... args) {
+  fmt::print(stderr, "tutti-sched: {}\n(tutti-sched --help for usage)\n",
+             fmt::format(f, std::forward<Args>(args)...));
+  return kUsage;
+}
+
+// --key value / --key=value options; `flags` take no value.
+struct Options {
+  std::map<std::string, std::string> values;
+  std::set<std::string> flags;
+  std::string error;
+  bool has(const std::string& k) const { return values.count(k) || flags.count(k); }
+  std::string get(const std::string& k, const std::string& def = "") const {
+    auto it = values.find(k);
+    return it == values.end() ? def : it->second;
+  }
+};
+
+Options parseOptions(int argc, char** argv, const std::set<std::string>& valued,
+                     const std::set<std::string>& flagNames) {
+  Options o;
+  for (int i = 2; i < argc; ++i) {
+    std::string a = argv[i], v;
+    const bool hasEq = a.find('=') != std::string::npos;
+    if (hasEq) v = a.substr(a.find('=') + 1), a = a.substr(0, a.find('='));
+    if (a.rfind("--", 0) != 0) {
+      o.error = fmt::format("unexpected argument '{}'", argv[i]);
+      return o;
+    }
+    a = a.substr(2);
+    if (flagNames.count(a) && !hasEq) {
+      o.flags.insert(a);
+    } else if (valued.count(a)) {
+      if (!hasEq) {
+        if (i + 1 >= argc) {
+          o.error = fmt::format("--{} needs a value", a);
+          return o;
+        }
+        v = argv[++i];
+      }
+      o.values[a] = v;
+    } else {
+      o.error = fmt::format("unknown option --{}", a);
+      return o;
+    }
+  }
+  return o;
+}
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  for (;;) {
+    size_t p = s.find(sep, start);
+    out.push_back(s.substr(start, p == std::string::npos ? std::string::npos : p - start));
+    if (p == std::string::npos) return out;
+    start = p + 1;
+  }
+}
+
+// "12", "4K", "1M" (binary), "2G". False on anything else.
+bool parseNumber(const std::string& s, uint64_t& out) {
+  if (s.empty()) return false;
+  uint64_t mult = 1;
+  std::string digits = s;
+  switch (s.back()) {
+    case 'k':
+    case 'K':
+      mult = 1ull << 10;
+      digits.pop_back();
+      break;
+    case 'm':
+    case 'M':
+      mult = 1ull << 20;
+      digits.pop_back();
+      break;
+    case 'g':
+    case 'G':
+      mult = 1ull << 30;
+      digits.pop_back();
+      break;
+    default:
+      break;
+  }
+  uint64_t v = 0;
+  auto [p, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
+  if (ec != std::errc() || p != digits.data() + digits.size() || digits.empty()) return false;
+  out = v * mult;
+  return true;
+}
+
+bool parseDouble(const std::string& s, double& out) {
+  char* end = nullptr;
+  out = std::strtod(s.c_str(), &end);
+  return !s.empty() && end == s.c_str() + s.size();
+}
+
+// "1-64", "1,2,4-8".
+bool parseRanks(const std::string& s, std::vector<int>& out) {
+  out.clear();
+  for (const std::string& tok : split(s, ',')) {
+    uint64_t a = 0, b = 0;
+    const size_t dash = tok.find('-');
+    if (dash == std::string::npos) {
+      if (!parseNumber(tok, a)) return false;
+      b = a;
+    } else if (!parseNumber(tok.substr(0, dash), a) || !parseNumber(tok.substr(dash + 1), b)) {
+      return false;
+    }
+    if (a < 1 || b < a || b > 4096) return false;
+    for (uint64_t n = a; n <= b; ++n) out.push_back(static_cast<int>(n));
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return !out.empty();
+}
+
+// A list of numbers and the tokens n, n-1, n+1, n/2 (and, for roots, "all"), evaluated for
+// nranks n.
+struct RelList {
+  std::vector<std::string> tokens;
+  bool all = false;
+  static bool parse(const std::string& s, bool allowAll, RelList& out) {
+    out.tokens = split(s, ',');
+    for (const std::string& t : out.tokens) {
+      uint64_t v;
+      if (t == "all" && allowAll)
+        out.all = true;
+      else if (t != "n" && t != "n-1" && t != "n+1" && t != "n/2" && !parseNumber(t, v))
+        return false;
+    }
+    return true;
+  }
+  std::vector<uint64_t> eval(int n, uint64_t limit) const {
+    std::vector<uint64_t> out;
+    if (all)
+      for (int i = 0; i < n; ++i) out.push_back(static_cast<uint64_t>(i));
+    for (const std::string& t : tokens) {
+      uint64_t v = 0;
+      if (t == "all") continue;
+      if (t == "n")
+        v = n;
+      else if (t == "n-1")
+        v = n - 1;
+      else if (t == "n+1")
+        v = n + 1;
+      else if (t == "n/2")
+        v = n / 2;
+      else
+        parseNumber(t, v);
+      if (v < limit) out.push_back(v);
+    }
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return out;
+  }
+};
+
+bool rooted(Coll c) {
+  return c == Coll::kBroadcast || c == Coll::kReduce || c == Coll::kGather || c == Coll::kScatter;
+}
+bool inPlaceDefined(Coll c) {
+  return c == Coll::kAllReduce || c == Coll::kAllGather || c == Coll::kReduceScatter ||
+         c == Coll::kBroadcast || c == Coll::kReduce;
+}
+
+std::vector<const AlgorithmInfo*> sortedAlgorithms() {
+  std::vector<const AlgorithmInfo*> out;
+  for (const AlgorithmInfo& a : registry()) out.push_back(&a);
+  std::sort(out.begin(), out.end(), [](const AlgorithmInfo* a, const AlgorithmInfo* b) {
+    return std::make_pair(static_cast<int>(a->coll), a->name) <
+           std::make_pair(static_cast<int>(b->coll), b->name);
+  });
+  return out;
+}
+
+int cmdList() {
+  for (const AlgorithmInfo* a : sortedAlgorithms())
+    fmt::print("{} {} {}\n", collName(a->coll), a->name, a->summary);
+  return 0;
+}
+
+// What `verify` sweeps.
+struct Sweep {
+  std::vector<int> nranks;
+  RelList counts, roots;
+  std::vector<bool> placements;
+};
+
+std::string placementName(bool inPlace) { return inPlace ? "in-place" : "out-of-place"; }
+
+// Verifies one algorithm (or a loaded file) over the sweep; prints failures and a summary line.
+template <typename Supports, typename Check>
+bool sweepOne(const std::string& label, Coll coll, const Sweep& sw, Supports&& supports,
+              Check&& check) {
+  size_t verified = 0, declined = 0, failed = 0;
+  for (int n : sw.nranks) {
+    std::vector<uint64_t> counts =
+        coll == Coll::kBarrier ? std::vector<uint64_t>{0} : sw.counts.eval(n, UINT64_MAX);
+    std::vector<uint64_t> roots = rooted(coll) ? sw.roots.eval(n, n) : std::vector<uint64_t>{0};
+    for (uint64_t count : counts)
+      for (uint64_t root : roots)
+        for (bool inPlace : sw.placements) {
+          if (inPlace && !inPlaceDefined(coll)) continue;
+          CollShape s{coll,   0, n, count, DataType::kFloat32, RedOp::kSum, static_cast<int>(root),
+                      inPlace};
+          if (!supports(s)) {
+            ++declined;
+            continue;
+          }
+          ++verified;
+          Status st = check(s);
+          if (st.isOk()) continue;
+          ++failed;
+          fmt::print("FAIL {}: nranks={} count={}{} {}: {}\n", label, n, count,
+                     rooted(coll) ? fmt::format(" root={}", root) : "", placementName(inPlace),
+                     st.message());
+        }
+  }
+  std::string dims =
+      fmt::format("{} sizes ({}-{}) x {} counts", sw.nranks.size(), sw.nranks.front(),
+                  sw.nranks.back(), coll == Coll::kBarrier ? 1 : sw.counts.tokens.size());
+  if (rooted(coll)) dims += " x roots";
+  if (inPlaceDefined(coll) && sw.placements.size() > 1) dims += " x in/out of place";
+  fmt::print("{}: {}: {} shapes verified, {} declined ... {}\n", label, dims, verified, declined,
+             failed ? fmt::format("FAILED ({} shapes)", failed) : std::string("ok"));
+  std::fflush(stdout);
+  return failed == 0;
+}
+
+int cmdVerify(const Options& o) {
+  Sweep sw;
+  if (!parseRanks(o.get("nranks", "1-16"), sw.nranks))
+    return usage("--nranks: expected a range or list of positive numbers, got '{}'",
+                 o.get("nranks"));
+  if (!RelList::parse(o.get("count", "0,1,n-1,n+1,1009"), false, sw.counts))
+    return usage("--count: expected numbers (K/M/G suffixes) or n-1, n+1, got '{}'",
+                 o.get("count"));
+  if (!RelList::parse(o.get("root", kDefaultRoots), true, sw.roots))
+    return usage("--root: expected 'all' or numbers (or n-1, n/2), got '{}'", o.get("root"));
+  const std::string place = o.get("inplace", "both");
+  if (place == "both")
+    sw.placements = {false, true};
+  else if (place == "yes")
+    sw.placements = {true};
+  else if (place == "no")
+    sw.placements = {false};
+  else
+    return usage("--inplace: expected both, yes or no, got '{}'", place);
+
+  const int modes = o.has("all") + o.has("coll") + o.has("file");
+  if (modes != 1) return usage("verify needs exactly one of --all, --coll C, --file F");
+  if (o.has("algo") && !o.has("coll")) return usage("--algo needs --coll");
+
+  bool ok = true;
+  if (o.has("file")) {
+    auto loaded = loadScheduleFile(o.get("file"));
+    if (!loaded.isOk()) {
+      fmt::print(stderr, "tutti-sched: {}\n", loaded.status().message());
+      return kUsage;
+    }
+    const LoadedSchedule& ls = loaded.value();
+    sw.nranks = {ls.nranks};  // a file describes one nranks
+    const std::string label = fmt::format("{} {} ({})", collName(ls.coll), ls.name, o.get("file"));
+    ok = sweepOne(
+        label, ls.coll, sw, [](const CollShape&) { return true; },
+        [&](const CollShape& s) -> Status {
+          std::vector<Schedule> per(s.nranks);
+          for (int r = 0; r < s.nranks; ++r) {
+            CollShape rs = s;
+            rs.rank = r;
+            auto b = ls.build(rs);
+            if (!b.isOk()) return b.status();
+            per[r] = std::move(b).value();
+          }
+          return verify(s, per);
+        });
+    return ok ? 0 : 1;
+  }
+
+  std::vector<const AlgorithmInfo*> algos;
+  std::optional<Coll> coll;
+  if (o.has("coll")) {
+    coll = parseColl(o.get("coll"));
+    if (!coll) return usage("--coll: unknown collective '{}'", o.get("coll"));
+  }
+  for (const AlgorithmInfo* a : sortedAlgorithms()) {
+    if (coll && a->coll != *coll) continue;
+    if (o.has("algo") && a->name != o.get("algo")) continue;
+    algos.push_back(a);
+  }
+  if (algos.empty()) return usage("no registered algorithm matches (try tutti-sched list)");
+  for (const AlgorithmInfo* a : algos) {
+    ok &= sweepOne(
+        fmt::format("{} {}", collName(a->coll), a->name), a->coll, sw,
+        [&](const CollShape& s) { return !a->supports || a->supports(s); },
+        [&](const CollShape& s) { return verifyAlgorithm(*a, s); });
+  }
+  return ok ? 0 : 1;
+}
+
+// Shape arguments shared by predict and dump.
+int parseAlgoArgs(const Options& o, Coll& coll, int& nranks) {
+  if (!o.has("coll")) return usage("--coll is required");
+  auto c = parseColl(o.get("coll"));
+  if (!c) return usage("--coll: unknown collective '{}'", o.get("coll"));
+  coll = *c;
+  uint64_t n = 0;
+  if (!parseNumber(o.get("nranks"), n) || n < 1 || n > 4096)
+    return usage("--nranks: expected a number of ranks, got '{}'", o.get("nranks"));
+  nranks = static_cast<int>(n);
+  return 0;
+}
+
+int cmdPredict(const Options& o) {
+  Coll coll;
+  int n = 0;
+  if (int rc = parseAlgoArgs(o, coll, n)) return rc;
+  auto dtype = parseDataType(o.get("dtype", "float"));
+  if (!dtype) return usage("--dtype: unknown type '{}'", o.get("dtype"));
+  std::vector<uint64_t> sizes;
+  const std::string spec = o.get("sizes", "8:256M");
+  if (spec.find(':') != std::string::npos) {
+    auto parts = split(spec, ':');
+    uint64_t lo = 0, hi = 0, factor = 2;
+    if (parts.size() > 3 || !parseNumber(parts[0], lo) || !parseNumber(parts[1], hi) ||
+        (parts.size() == 3 && !parseNumber(parts[2], factor)) || lo < 1 || hi < lo || factor < 2)
+      return usage("--sizes: expected a:b[:factor] or a list of byte sizes, got '{}'", spec);
+    for (uint64_t b = lo; b <= hi; b *= factor) sizes.push_back(b);
+  } else {
+    for (const std::string& t : split(spec, ',')) {
+      uint64_t b;
+      if (!parseNumber(t, b)) return usage("--sizes: '{}' is not a byte size", t);
+      sizes.push_back(b);
+    }
+  }
+  LinkModel model = LinkModel::defaults();
+  LinkClass cls = LinkClass::kShm;
+  const std::string link = o.get("link", "shm");
+  if (link == "tcp")
+    cls = LinkClass::kTcp;
+  else if (link != "shm")
+    return usage("--link: expected shm or tcp, got '{}'", link);
+  model.classOf = [cls](int s, int d) { return s == d ? LinkClass::kSelf : cls; };
+  LinkParams& lp = model.links[static_cast<int>(cls)];
+  for (auto [name, field] :
+       {std::pair{"latency-us", &lp.latencyUs}, std::pair{"bandwidth-gbps", &lp.bandwidthGBps},
+        std::pair{"reduce-gbps", &model.reduceGBps}}) {
+    if (!o.has(name)) continue;
+    if (!parseDouble(o.get(name), *field) || *field <= 0)
+      return usage("--{}: expected a positive number, got '{}'", name, o.get(name));
+  }
+  std::vector<const AlgorithmInfo*> algos;
+  for (const AlgorithmInfo* a : sortedAlgorithms())
+    if (a->coll == coll && (!o.has("algo") || a->name == o.get("algo"))) algos.push_back(a);
+  if (algos.empty()) return usage("no {} algorithm matches", collName(coll));
+
+  const size_t elem = dataTypeBytes(*dtype);
+  const bool perRank = coll == Coll::kAllGather || coll == Coll::kReduceScatter ||
+                       coll == Coll::kAllToAll || coll == Coll::kGather || coll == Coll::kScatter;
+  fmt::print("# {} nranks={} dtype={} link={} ({} us, {} GB/s) reduce {} GB/s; predicted us\n",
+             collName(coll), n, dataTypeName(*dtype), link, lp.latencyUs, lp.bandwidthGBps,
+             model.reduceGBps);
+  std::string header = fmt::format("{:>12} {:>12}", "size(B)", "count");
+  std::vector<size_t> width;
+  for (const AlgorithmInfo* a : algos) {
+    width.push_back(std::max<size_t>(12, a->name.size()));
+    header += fmt::format(" {:>{}}", a->name, width.back());
+  }
+  fmt::print("{}\n", header);
+  std::vector<std::string> errors;
+  for (uint64_t bytes : sizes) {
+    const uint64_t count = bytes / elem / (perRank ? n : 1);
+    std::string line = fmt::format("{:>12} {:>12}", bytes, count);
+    for (size_t i = 0; i < algos.size(); ++i) {
+      const AlgorithmInfo* a = algos[i];
+      CollShape s{coll, 0, n, count, *dtype, RedOp::kSum, 0, false};
+      if (a->supports && !a->supports(s)) {
+        line += fmt::format(" {:>{}}", "-", width[i]);
+        continue;
+      }
+      auto t = predict(*a, s, model);
+      if (!t.isOk()) {
+        line += fmt::format(" {:>{}}", "error", width[i]);
+        errors.push_back(fmt::format("{} at {} bytes: {}", a->name, bytes, t.status().message()));
+        continue;
+      }
+      line += fmt::format(" {:>{}.2f}", t.value(), width[i]);
+    }
+    fmt::print("{}\n", line);
+  }
+  for (const std::string& e : errors) fmt::print(stderr, "tutti-sched: {}\n", e);
+  return errors.empty() ? 0 : 1;
+}
+
+int cmdDump(const Options& o) {
+  Coll coll;
+  int n = 0;
+  if (int rc = parseAlgoArgs(o, coll, n)) return rc;
+  if (!o.has("algo")) return usage("--algo is required");
+  const AlgorithmInfo* a = find(coll, o.get("algo"));
+  if (!a)
+    return usage("no {} algorithm named '{}' (try tutti-sched list)", collName(coll),
+                 o.get("algo"));
+  uint64_t rank = 0, count = 0, root = 0;
+  if (!parseNumber(o.get("rank"), rank) || rank >= static_cast<uint64_t>(n))
+    return usage("--rank: expected 0..{}, got '{}'", n - 1, o.get("rank"));
+  if (!parseNumber(o.get("count"), count))
+    return usage("--count: expected a number of elements, got '{}'", o.get("count"));
+  if (o.has("root") && (!parseNumber(o.get("root"), root) || root >= static_cast<uint64_t>(n)))
+    return usage("--root: expected 0..{}, got '{}'", n - 1, o.get("root"));
+  CollShape s{coll,
+              static_cast<int>(rank),
+              n,
+              count,
+              DataType::kFloat32,
+              RedOp::kSum,
+              static_cast<int>(root),
+              o.has("inplace")};
+  fmt::print("# {} {} nranks={} rank={} count={} root={} {}\n", collName(coll), a->name, n, rank,
+             count, root, placementName(s.inPlace));
+  if (a->supports && !a->supports(s)) {
+    fmt::print("# declined: {} {} does not support this shape\n", collName(coll), a->name);
+    return 1;
+  }
+  auto b = a->build(s);
+  if (!b.isOk()) {
+    fmt::print(stderr, "tutti-sched: build failed: {}\n", b.status().message());
+    return 1;
+  }
+  fmt::print("# {} rounds, scratch {} elements\n{}", b.value().rounds.size(),
+             b.value().scratchCount, toString(b.value()));
+  return 0;
+}
+
+int run(int argc, char** argv) {
+  if (argc < 2) return usage("missing command (list, verify, predict, dump)");
+  const std::string cmd = argv[1];
+  if (cmd == "-h" || cmd == "--help" || cmd == "help") {
+    fmt::print("{}", kHelp);
+    return 0;
+  }
+  for (int i = 2; i < argc; ++i)
+    if (std::string(argv[i]) == "-h" || std::string(argv[i]) == "--help") {
+      fmt::print("{}", kHelp);
+      return 0;
+    }
+  if (cmd == "list") {
+    if (argc > 2) return usage("list takes no options");
+    return cmdList();
+  }
+  if (cmd == "verify") {
+    Options o = parseOptions(
+        argc, argv, {"coll", "algo", "file", "nranks", "count", "root", "inplace"}, {"all"});
+    return o.error.empty() ? cmdVerify(o) : usage("{}", o.error);
+  }
+  if (cmd == "predict") {
+    Options o = parseOptions(argc, argv,
+                             {"coll", "algo", "nranks", "sizes", "dtype", "link", "latency-us",
+                              "bandwidth-gbps", "reduce-gbps"},
+                             {});
+    return o.error.empty() ? cmdPredict(o) : usage("{}", o.error);
+  }
+  if (cmd == "dump") {
+    Options o =
+        parseOptions(argc, argv, {"coll", "algo", "nranks", "rank", "count", "root"}, {"inplace"});
+    return o.error.empty() ? cmdDump(o) : usage("{}", o.error);
+  }
+  return usage("unknown command '{}' (list, verify, predict, dump)", cmd);
+}
+
+}  // namespace
+}  // namespace tutti::algo
+
+int main(int argc, char** argv) { return tutti::algo::run(argc, argv); }
