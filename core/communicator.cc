@@ -422,16 +422,15 @@ Result<Plan*> CommImpl::plan(const CallArgs& a, bool inPlace) {
                        .count = a.count});
     p->schedule.rounds.push_back(std::move(round));
   } else {
-    const algo::AlgorithmInfo* info = nullptr;
-    if (!algoName.empty()) {
-      info = algo::find(a.coll, algoName);
-      if (info && info->supports && !info->supports(shape))
-        return invalidArgument("{}: algorithm '{}' does not support this call (count={}, "
-                               "nranks={})",
-                               a.api, algoName, a.count, nranks_);
-    } else {
-      info = algo::pickDefault(shape);
+    const algo::AlgorithmInfo* info = algoName.empty() ? nullptr : algo::find(a.coll, algoName);
+    if (info && info->supports && !info->supports(shape)) {
+      // A forced algorithm that declines this shape (a power-of-two-only algorithm, a schedule
+      // file written for another size) falls back to the default choice, as NCCL_ALGO does.
+      TUTTI_LOG_INFO(Subsys::kTuning, "{}: algorithm '{}' declines count={} nranks={}; using the "
+                     "default", a.api, algoName, a.count, nranks_);
+      info = nullptr;
     }
+    if (!info) info = algo::pickDefault(shape);
     if (!info) return internalError("{}: no algorithm supports this call", a.api);
     if (info->loaded) {  // user-supplied: prove it for this size and count before running it
       Status v = algo::verifyAlgorithm(*info, shape);
