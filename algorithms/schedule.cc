@@ -51,9 +51,17 @@ std::string toString(const Schedule& s) {
   std::string out;
   for (size_t r = 0; r < s.rounds.size(); ++r) {
     for (const Step& st : s.rounds[r]) {
-      out += fmt::format("round {}: {} peer={} sendPeer={} {}[{},+{}) -> {}[{},+{})\n", r,
-                         opName(st.op), st.peer, st.sendPeer, bufName(st.src), st.srcOffset,
-                         st.count, bufName(st.dst), st.dstOffset, st.count);
+      const bool reads = st.op != Op::kRecv && st.op != Op::kRecvCopySend;
+      const bool writes = st.op != Op::kSend;
+      out += fmt::format("round {}: {}", r, opName(st.op));
+      if (st.op != Op::kCopy && st.op != Op::kReduce) out += fmt::format(" peer={}", st.peer);
+      if (st.op == Op::kRecvReduceSend || st.op == Op::kRecvCopySend)
+        out += fmt::format(" sendPeer={}", st.sendPeer);
+      if (reads) out += fmt::format(" {}[{},+{})", bufName(st.src), st.srcOffset, st.count);
+      if (writes)
+        out += fmt::format(" {}{}[{},+{})", reads ? "-> " : "", bufName(st.dst), st.dstOffset,
+                           st.count);
+      out += '\n';
     }
   }
   return out;
