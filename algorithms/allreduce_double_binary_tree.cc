@@ -17,11 +17,13 @@
 // round later. Reduction and broadcast of different pieces overlap; every step of a round
 // touches a different piece, so no range is read and written in one round. Steps of tree 0
 // come before those of tree 1 in every round (per-pair message order).
-// Rounds: K + T + D - 1 (T <= 2 log2 n: staggering; D = tree depth <= log2 n + 1).
-// Cost: about (K + 3 log2 n)(alpha + 2 S/K beta) + S gamma: a rank sends at most two pieces of
-// S/2K up and two down per round. Pieces: halves of up to 256 KiB form one piece, at most 32.
+// Rounds: K + H with H = T + D - 1 (T <= 2 log2 n: staggering; D = depth <= log2 n + 1).
+// Cost: about (K + H)(alpha + 2 S/K beta) + S gamma: a rank sends at most two pieces of S/2K
+// up and two down per round. K = sqrt(H S/2 / A) minimises (K + H)(alpha + S/2K beta) for
+// A = alpha/beta, taken as 32 KiB (host transports), capped at 64 pieces.
 // Any nranks >= 1, any count >= 0.
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "algorithms/algorithm.h"
@@ -29,8 +31,9 @@
 namespace tutti::algo {
 namespace {
 
-constexpr size_t kPieceBytes = 256 << 10;
-constexpr size_t kMaxPieces = 32;
+// Bytes whose transfer costs about one round's latency on a host transport (alpha / beta).
+constexpr double kAlphaBytes = 32 << 10;
+constexpr size_t kMaxPieces = 64;
 
 struct Tree {
   int n = 1;
@@ -91,10 +94,13 @@ Result<Schedule> build(const CollShape& s) {
   int rounds = 0;
   for (int x = 0; x < 2; ++x) {
     halves[x] = patterns::evenChunk(s.count, 2, x);
-    const size_t bytes = halves[x].count * dataTypeBytes(s.dtype);
-    pieces[x] = std::clamp<size_t>((bytes + kPieceBytes - 1) / kPieceBytes, 1,
-                                   std::min(kMaxPieces, std::max<size_t>(halves[x].count, 1)));
+    const double bytes = static_cast<double>(halves[x].count * dataTypeBytes(s.dtype));
     const int maxDepth = *std::max_element(trees[x].depth.begin(), trees[x].depth.end());
+    // (K + H) alpha + (K + H) / K * S beta is least at K = sqrt(H S beta / alpha).
+    const double fill = trees[x].up[0] + maxDepth - 1;
+    const auto best = static_cast<size_t>(std::ceil(std::sqrt(fill * bytes / kAlphaBytes)));
+    const size_t most = std::min(kMaxPieces, std::max<size_t>(halves[x].count, 1));
+    pieces[x] = std::clamp<size_t>(best, 1, most);
     rounds = std::max(rounds, static_cast<int>(pieces[x]) + trees[x].up[0] + maxDepth - 1);
   }
   for (int t = 0; t < rounds; ++t) {
