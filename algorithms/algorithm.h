@@ -59,6 +59,24 @@ inline Chunk evenChunk(size_t count, int n, int i) {
   size_t base = count / n, extra = count % n, ui = static_cast<size_t>(i);
   return {ui * base + (ui < extra ? ui : extra), base + (ui < extra ? 1 : 0)};
 }
+/// MPICH's fold for recursive doubling/halving on n ranks that are not a power of two: p is the
+/// largest power of two <= n and rem = n - p. The first 2*rem ranks pair up: even rank r sends
+/// to r+1 and sits out until the end (sender), r+1 carries on for both (receiver). The p ranks
+/// that carry on get new ranks 0..p-1: r/2 for receivers, r-rem above 2*rem.
+struct PowerOfTwoFold {
+  int p = 1, steps = 0, rem = 0;  // steps = log2(p)
+  bool sender = false, receiver = false;
+  int newRank = 0;  // meaningful unless sender
+  PowerOfTwoFold(int rank, int n) {
+    while (p * 2 <= n) p *= 2, ++steps;
+    rem = n - p;
+    sender = rank < 2 * rem && rank % 2 == 0;
+    receiver = rank < 2 * rem && rank % 2 == 1;
+    newRank = rank < 2 * rem ? rank / 2 : rank - rem;
+  }
+  /// The real rank behind new rank i.
+  int realRank(int i) const { return i < rem ? 2 * i + 1 : i + rem; }
+};
 }  // namespace patterns
 
 /// Builds a Schedule round by round; finish() validates it (peers in range and not self for

@@ -28,13 +28,10 @@ Result<Schedule> build(const CollShape& s) {
     b.copy(Buf::kInput, 0, Buf::kOutput, 0, c);
     return b.finish();
   }
-  int p = 1, steps = 0;
-  while (p * 2 <= n) p *= 2, ++steps;
-  const int rem = n - p;
-  const bool foldSender = r < 2 * rem && r % 2 == 0;
-  const bool foldReceiver = r < 2 * rem && r % 2 == 1;
-  const int nr = r < 2 * rem ? r / 2 : r - rem;
-  auto realRank = [&](int newRank) { return newRank < rem ? 2 * newRank + 1 : newRank + rem; };
+  const patterns::PowerOfTwoFold fold(r, n);
+  const int p = fold.p, steps = fold.steps, nr = fold.newRank;
+  const bool foldSender = fold.sender, foldReceiver = fold.receiver;
+  auto realRank = [&](int newRank) { return fold.realRank(newRank); };
   // Element range of blocks [lo, hi) of the p-block split.
   auto blocks = [&](int lo, int hi) {
     const size_t begin = patterns::evenChunk(c, p, lo).offset;

@@ -26,13 +26,10 @@ Result<Schedule> build(const CollShape& s) {
     b.copy(Buf::kInput, 0, Buf::kOutput, 0, c);
     return b.finish();
   }
-  int p = 1, steps = 0;
-  while (p * 2 <= n) p *= 2, ++steps;
-  const int rem = n - p;
-  const bool foldSender = r < 2 * rem && r % 2 == 0;
-  const bool foldReceiver = r < 2 * rem && r % 2 == 1;
-  const int nr = r < 2 * rem ? r / 2 : r - rem;
-  auto realRank = [&](int newRank) { return newRank < rem ? 2 * newRank + 1 : newRank + rem; };
+  const patterns::PowerOfTwoFold fold(r, n);
+  const int p = fold.p, steps = fold.steps, rem = fold.rem, nr = fold.newRank;
+  const bool foldSender = fold.sender, foldReceiver = fold.receiver;
+  auto realRank = [&](int newRank) { return fold.realRank(newRank); };
   // First element owned by new rank i (i == p: the end of the input).
   auto start = [&](int i) { return static_cast<size_t>(i < rem ? 2 * i : i + rem) * c; };
   const size_t acc = foldReceiver || (!foldSender && steps >= 2) ? b.scratch(total) : 0;
