@@ -77,6 +77,7 @@ class CommImpl {
   Result<Plan*> plan(const CallArgs& a, bool inPlace);
   void drainQueue();
   void progressLoop();
+  void selectAlgorithm(Coll coll, const std::string& name);  // "" = default
   Status failed() const;
   void recordError(const Status& s);
 
@@ -89,9 +90,11 @@ class CommImpl {
   ExecContext exec_;
   std::atomic<bool> abort_{false};
   uint64_t seq_ = 0;  // collectives issued (the API's sequence number)
-  std::map<Coll, std::string> algoOverride_;
+  std::map<Coll, std::string> algoOverride_;  // changing it clears plans_ (see selectAlgorithm)
 
-  using PlanKey = std::tuple<int, size_t, int, int, int, bool, int, int, std::string>;
+  // The override is not part of the key: plans_ is cleared whenever an override changes, so a
+  // repeated call builds nothing and allocates nothing.
+  using PlanKey = std::tuple<int, size_t, int, int, int, bool, int, int>;
   std::map<PlanKey, std::unique_ptr<Plan>> plans_;
   std::vector<std::byte> scratchPool_;  // shared by all plans (one executes at a time)
 

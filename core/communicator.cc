@@ -249,7 +249,7 @@ Status CommImpl::init(const bootstrap::IdData& id, const Options& options) {
     auto colon = item.find(':');
     if (colon == std::string::npos) {
       for (int c = 0; c < kNumColls; ++c)
-        if (algo::find(static_cast<Coll>(c), item)) algoOverride_[static_cast<Coll>(c)] = item;
+        if (algo::find(static_cast<Coll>(c), item)) selectAlgorithm(static_cast<Coll>(c), item);
       continue;
     }
     auto coll = parseColl(trim(item.substr(0, colon)));
@@ -301,7 +301,7 @@ void CommImpl::abort() {
 
 Status CommImpl::setAlgorithm(Coll coll, const std::string& name) {
   if (name.empty()) {
-    algoOverride_.erase(coll);
+    selectAlgorithm(coll, "");
     return Status::ok();
   }
   if (!algo::find(coll, name)) {
@@ -311,8 +311,14 @@ Status CommImpl::setAlgorithm(Coll coll, const std::string& name) {
     return invalidArgument("setAlgorithm: no algorithm '{}' for {} (available: {})", name,
                            collName(coll), names);
   }
-  algoOverride_[coll] = name;
+  selectAlgorithm(coll, name);
   return Status::ok();
+}
+
+void CommImpl::selectAlgorithm(Coll coll, const std::string& name) {
+  if (name.empty()) algoOverride_.erase(coll);
+  else algoOverride_[coll] = name;
+  plans_.clear();  // cached plans may have been built with the previous choice
 }
 
 Result<std::string> CommImpl::loadSchedule(const std::string& path) {
@@ -328,7 +334,7 @@ Result<std::string> CommImpl::loadSchedule(const std::string& path) {
     TUTTI_TRY(algo::registerLoaded(std::move(s)));
     it = loaded.emplace(path, std::make_pair(coll, name)).first;
   }
-  algoOverride_[it->second.first] = it->second.second;
+  selectAlgorithm(it->second.first, it->second.second);
   return it->second.second;
 }
 
@@ -399,11 +405,11 @@ Status CommImpl::check(const CallArgs& a, bool* inPlace) const {
 // ---- plans ----
 
 Result<Plan*> CommImpl::plan(const CallArgs& a, bool inPlace) {
+  PlanKey key{static_cast<int>(a.coll), a.count,  static_cast<int>(a.dtype), static_cast<int>(a.op),
+              a.root, inPlace, a.sendPeer, a.recvPeer};
+  if (auto it = plans_.find(key); it != plans_.end()) return it->second.get();
   auto over = algoOverride_.find(a.coll);
   const std::string algoName = over == algoOverride_.end() ? "" : over->second;
-  PlanKey key{static_cast<int>(a.coll), a.count,  static_cast<int>(a.dtype), static_cast<int>(a.op),
-              a.root, inPlace, a.sendPeer, a.recvPeer, algoName};
-  if (auto it = plans_.find(key); it != plans_.end()) return it->second.get();
 
   auto p = std::make_unique<Plan>();
   p->coll = a.coll;

@@ -55,7 +55,7 @@ class RoundRunner {
  public:
   RoundRunner(Plan& plan, const void* input, void* output, std::byte* scratch, ExecContext& ctx,
               uint64_t seq)
-      : plan_(plan), ctx_(ctx), seq_(seq) {
+      : plan_(plan), ctx_(ctx), seq_(seq), busy_(ctx.busyPeers) {
     bases_[0] = static_cast<std::byte*>(const_cast<void*>(input));
     bases_[1] = static_cast<std::byte*>(output);
     bases_[2] = scratch;
@@ -279,7 +279,7 @@ class RoundRunner {
   ExecContext& ctx_;
   uint64_t seq_;
   std::byte* bases_[3];
-  std::vector<int> busy_;
+  std::vector<int>& busy_;  // ctx_.busyPeers
   std::vector<Forward> forwards_;
   size_t round_ = 0;
   Clock::time_point start_;

@@ -47,6 +47,9 @@ struct ExecContext {
   /// communicator sets 0 when this host runs more ranks than the CPUs we may use: a spinning rank
   /// would take the core from the peer it waits for.
   int spinCount = 1000;
+  /// The engine's per-round list of peers with posted work; kept here so that a call reuses its
+  /// capacity instead of allocating.
+  std::vector<int> busyPeers;
 };
 
 /// Runs `plan` with the given user buffers. `seq` is the call's sequence number on this
