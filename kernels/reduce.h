@@ -24,9 +24,16 @@ using Reduce2Fn = void (*)(void* dst, const void* a, const void* b, size_t count
 /// floating types divide in float (float64 in double) and round to nearest even.
 using DivideFn = void (*)(void* buf, size_t count, int divisor);
 
+/// dst[i] = src[i] * scalar for i in [0, count): the premulsum pre-scaling (NCCL's
+/// ncclRedOpCreatePreMulSum multiplies every input by a scalar before summing). `scalar` points
+/// to one element of the same dtype (as in NCCL). dst may equal src (exact aliasing only).
+/// Integer products wrap modulo 2^bits; narrow floats multiply in float and round to nearest even.
+using ScaleFn = void (*)(void* dst, const void* src, size_t count, const void* scalar);
+
 /// The kernel for (dtype, op); nullptr when dtype or op is outside its enum. Thread-safe.
 Reduce2Fn reduce2Fn(DataType dtype, RedOp op);
 DivideFn divideFn(DataType dtype);
+ScaleFn scaleFn(DataType dtype);
 
 /// Checked wrappers. InvalidArgument (naming the argument) for an invalid dtype/op, a null
 /// pointer with count > 0. No side effect on error.
@@ -36,5 +43,8 @@ Status reduce2(void* dst, const void* a, const void* b, size_t count, DataType d
 Status reduce(void* dst, std::span<const void* const> srcs, size_t count, DataType dtype,
               RedOp op);
 Status divide(void* buf, size_t count, DataType dtype, int divisor);
+/// Checked scaleFn: InvalidArgument for an invalid dtype, a null dst/src/scalar with count > 0, or
+/// src partially overlapping dst.
+Status scale(void* dst, const void* src, size_t count, DataType dtype, const void* scalar);
 
 }  // namespace tutti::kernels

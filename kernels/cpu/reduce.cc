@@ -184,6 +184,21 @@ void divideKernel(void* buf, size_t count, int divisor) {
   }
 }
 
+template <typename T>
+void scaleKernel(void* dst, const void* src, size_t count, const void* scalar) {
+  T s;
+  std::memcpy(&s, scalar, sizeof(T));
+  const auto sc = Arith<T>::load(s);
+  auto* d = static_cast<unsigned char*>(dst);
+  const auto* x = static_cast<const unsigned char*>(src);
+  for (size_t i = 0; i < count; ++i) {
+    T v;
+    std::memcpy(&v, x + i * sizeof(T), sizeof(T));
+    v = Arith<T>::store(ProdOp::apply(Arith<T>::load(v), sc));
+    std::memcpy(d + i * sizeof(T), &v, sizeof(T));
+  }
+}
+
 // The tables, indexed by the enum values; built from ElementType<D> so that the row order
 // cannot drift from the DataType enum. kAvg reduces as kSum.
 template <DataType D>
@@ -210,8 +225,14 @@ constexpr auto makeDivideTable(std::index_sequence<I...>) {
       &divideKernel<ElementType<static_cast<DataType>(I)>>...};
 }
 
+template <size_t... I>
+constexpr auto makeScaleTable(std::index_sequence<I...>) {
+  return std::array<ScaleFn, kNumDataTypes>{&scaleKernel<ElementType<static_cast<DataType>(I)>>...};
+}
+
 constexpr auto kReduce2Table = makeReduce2Table(std::make_index_sequence<kNumDataTypes>{});
 constexpr auto kDivideTable = makeDivideTable(std::make_index_sequence<kNumDataTypes>{});
+constexpr auto kScaleTable = makeScaleTable(std::make_index_sequence<kNumDataTypes>{});
 
 // True when [x, x+bytes) and [y, y+bytes) share a byte.
 bool overlaps(const void* x, const void* y, size_t bytes) {
@@ -252,6 +273,11 @@ Reduce2Fn reduce2Fn(DataType dtype, RedOp op) {
 DivideFn divideFn(DataType dtype) {
   if (!isValid(dtype)) return nullptr;
   return kDivideTable[static_cast<int>(dtype)];
+}
+
+ScaleFn scaleFn(DataType dtype) {
+  if (!isValid(dtype)) return nullptr;
+  return kScaleTable[static_cast<int>(dtype)];
 }
 
 Status reduce2(void* dst, const void* a, const void* b, size_t count, DataType dtype, RedOp op) {
@@ -322,6 +348,22 @@ Status divide(void* buf, size_t count, DataType dtype, int divisor) {
   if (count == 0) return Status::ok();
   if (buf == nullptr) return invalidArgument("{}: buf is null (count={})", kApi, count);
   divideFn(dtype)(buf, count, divisor);
+  return Status::ok();
+}
+
+Status scale(void* dst, const void* src, size_t count, DataType dtype, const void* scalar) {
+  constexpr const char* kApi = "kernels::scale";
+  if (Status s = checkDtypeAndCount(kApi, dtype, count); !s) return s;
+  if (count == 0) return Status::ok();
+  if (dst == nullptr) return invalidArgument("{}: dst is null (count={})", kApi, count);
+  if (src == nullptr) return invalidArgument("{}: src is null (count={})", kApi, count);
+  if (scalar == nullptr) return invalidArgument("{}: scalar is null (count={})", kApi, count);
+  const size_t bytes = count * dataTypeBytes(dtype);
+  if (dst != src && overlaps(dst, src, bytes)) {
+    return invalidArgument("{}: src partially overlaps dst (count={}, bytes={})", kApi, count,
+                           bytes);
+  }
+  scaleFn(dtype)(dst, src, count, scalar);
   return Status::ok();
 }
 

@@ -446,6 +446,36 @@ TEST_CASE("divide truncates integers toward zero and rounds floats") {
   REQUIRE(buf.guardsIntact());
 }
 
+TEST_CASE("scale multiplies every element by a scalar of the same dtype") {
+  const auto dtype = static_cast<DataType>(GENERATE(range(0, kNumDataTypes)));
+  const size_t misalign = GENERATE(as<size_t>{}, 0, 1);
+  const bool inPlace = GENERATE(false, true);
+  CAPTURE(dataTypeName(dtype), misalign, inPlace);
+  static constexpr double kSigned[] = {-7, -1, 0, 1, 5};
+  static constexpr double kUnsigned[] = {0, 1, 5, 7};
+  static constexpr double kFloat[] = {-1.5, -0.25, 0, 1, 3};
+  std::span<const double> vals = kFloat;
+  if (isSignedInt(dtype)) vals = kSigned;
+  if (isUnsignedInt(dtype)) vals = kUnsigned;
+  const double factor = isFloating(dtype) ? 0.5 : 3;
+  const size_t count = 37;
+  Buffer src(count * dataTypeBytes(dtype), misalign);
+  Buffer dst(count * dataTypeBytes(dtype), misalign);
+  Buffer scalar(dataTypeBytes(dtype), 0);
+  const Indices index = makeIndices(count, [&vals](size_t i) { return i % vals.size(); });
+  fill(dtype, src.data(), vals, index);
+  storeFromDouble(dtype, scalar.data(), 0, factor);
+  void* out = inPlace ? src.data() : dst.data();
+  REQUIRE(scale(out, src.data(), count, dtype, scalar.data()).isOk());
+  for (size_t i = 0; i < count; ++i) {
+    CAPTURE(i);
+    CHECK(closeEnough(dtype, loadAsDouble(dtype, out, i), vals[index[i]] * factor));
+  }
+  REQUIRE(src.guardsIntact());
+  REQUIRE(dst.guardsIntact());
+  CHECK(scale(out, src.data(), 1, dtype, nullptr).code() == Code::kInvalidArgument);
+}
+
 TEST_CASE("divide handles the extreme 64-bit integers") {
   int64_t s[] = {INT64_MIN, INT64_MAX, -9};
   REQUIRE(divide(s, 3, DataType::kInt64, 2).isOk());
