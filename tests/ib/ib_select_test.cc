@@ -213,6 +213,12 @@ TEST_CASE("GID: NCCL_IB_GID_INDEX forces an entry and is checked") {
   auto outside = chooseGid(LinkLayer::kEthernet, table, 16, p);
   REQUIRE_FALSE(outside.isOk());
   CHECK_THAT(outside.status().message(), Catch::Contains("16 entries"));
+  p.userIndex = 300;  // beyond the 8-bit source GID index
+  CHECK_THAT(chooseGid(LinkLayer::kEthernet, table, 512, p).status().message(),
+             Catch::Contains("8 bits"));
+  const std::vector<GidEntry> wide = {{300, ipv4Gid(10, 0, 0, 9), GidType::kRoceV2},
+                                      {4, linkLocalGid(2), GidType::kRoceV1}};
+  CHECK(chooseGid(LinkLayer::kEthernet, wide, 512, GidPolicy{})->index == 4);
 }
 
 TEST_CASE("GID: a RoCE port without any address is an error naming the port") {

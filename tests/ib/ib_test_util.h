@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/env.h"
+#include "core/log.h"
 #include "tools/launch/launcher.h"
 #include "transports/ib/device_select.h"
 #include "transports/ib/verbs.h"
@@ -52,10 +53,15 @@ inline std::vector<launch::RankOutcome> runOnHosts(
   launch::LaunchOptions opts;
   opts.nranks = nranks;
   opts.timeout = std::chrono::seconds(100);
-  opts.env = {{"TUTTI_BOOTSTRAP_TIMEOUT", "30"}, {"TUTTI_TRANSPORTS", ""}};
+  // Pretend hosts would make tcp listen on an external interface: keep it on loopback.
+  opts.env = {{"TUTTI_BOOTSTRAP_TIMEOUT", "30"}, {"TUTTI_TRANSPORTS", ""},
+              {"TUTTI_SOCKET_IFNAME", "lo"}};
   for (auto& kv : env) opts.env.push_back(kv);
   return launch::runRanks(opts, [&](int rank, int) -> int {
     ::setenv("TUTTI_HOSTID", ("ibtest-host" + std::to_string(rank)).c_str(), 1);
+    // The parent may have initialised logging before forking; apply TUTTI_DEBUG=INFO here.
+    if (const char* lvl = std::getenv("TUTTI_DEBUG"); lvl && std::string(lvl) == "INFO")
+      log::setLevel(LogLevel::kInfo);
     auto comm = Communicator::fromEnvironment();
     if (!comm.isOk()) {
       std::fprintf(stderr, "rank %d: init failed: %s\n", rank, comm.status().toString().c_str());

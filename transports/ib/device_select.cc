@@ -14,6 +14,8 @@
 namespace tutti::transport::ib {
 namespace {
 
+constexpr int kMaxSgidIndex = 255;  // ibv_global_route::sgid_index is a uint8_t
+
 std::string_view trim(std::string_view s) {
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
@@ -157,6 +159,11 @@ Result<GidChoice> chooseGid(LinkLayer link, std::span<const GidEntry> table, int
     return nullptr;
   };
   if (policy.userIndex >= 0) {
+    if (policy.userIndex > kMaxSgidIndex) {
+      return invalidArgument("ib: NCCL_IB_GID_INDEX={} exceeds {} (the address vector's source GID "
+                             "index has 8 bits)",
+                             policy.userIndex, kMaxSgidIndex);
+    }
     if (policy.userIndex >= tableLen) {
       return invalidArgument(
           "ib: NCCL_IB_GID_INDEX={} is outside the GID table of {}:{} ({} entries)",
@@ -182,7 +189,7 @@ Result<GidChoice> chooseGid(LinkLayer link, std::span<const GidEntry> table, int
   };
   const GidEntry* best = nullptr;
   for (const GidEntry& e : table) {
-    if (e.index < 0 || e.index >= tableLen || e.gid.isZero()) continue;
+    if (e.index < 0 || e.index >= tableLen || e.index > kMaxSgidIndex || e.gid.isZero()) continue;
     if (best == nullptr || rank(e) < rank(*best)) best = &e;
   }
   if (best == nullptr) {
