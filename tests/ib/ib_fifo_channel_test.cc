@@ -25,6 +25,7 @@ struct Write {
   uint32_t lkey;
   uint64_t offset;
   uint32_t imm;
+  bool withImm = true;
 };
 
 class FakeEnd final : public Wire {
@@ -38,6 +39,12 @@ class FakeEnd final : public Wire {
     maxSqUsed = std::max(maxSqUsed, sqUsed);
     outbound.push_back(Write{wrId, src, bytes, lkey, remoteOffset, imm});
     if (bytes > 0) lkeysUsed.push_back(lkey);
+    return Status::ok();
+  }
+  Status postProbe(uint64_t wrId) override {
+    if (++sqUsed > sendDepth_) overranSq = true;
+    outbound.push_back(Write{wrId, nullptr, 0, 0, 0, 0, false});
+    ++probes;
     return Status::ok();
   }
   Status postRecv(uint64_t wrId) override {
@@ -61,6 +68,8 @@ class FakeEnd final : public Wire {
   std::deque<uint64_t> recvIds;
   std::vector<uint32_t> lkeysUsed;
   uint32_t sqUsed = 0, maxSqUsed = 0;
+  int probes = 0;
+  bool peerDead = false;  // writes to this end fail with retry exceeded
   bool overranSq = false, overranRq = false, failPosts = false;
 
  private:
@@ -83,6 +92,15 @@ struct Fabric {
     if (from.outbound.empty()) return false;
     const Write w = from.outbound.front();
     from.outbound.pop_front();
+    if (to.peerDead) {
+      from.cq.push_back(WireCompletion{w.wrId, false, 12, 0, 0});
+      --from.sqUsed;
+      return true;
+    }
+    if (!w.withImm) {  // a plain RDMA write: placed, nothing at the receiver
+      from.acks.push_back(WireCompletion{w.wrId, false, 0, 0, 0});
+      return true;
+    }
     if (to.recvIds.empty()) {  // RNR retries exhausted (we count it as a protocol failure)
       ++rnr;
       from.cq.push_back(WireCompletion{w.wrId, false, 13, 0, 0});
@@ -506,6 +524,45 @@ TEST_CASE("fifo channel: random interleavings keep data intact and never hit RNR
     INFO("b->a message " << i);
     CHECK(ba[i].in == expect(ba[i]));
   }
+}
+
+}  // namespace tutti::transport::ib
+
+namespace tutti::transport::ib {
+
+TEST_CASE("fifo channel: checkPeer probes a silent peer once at a time") {
+  Pair p(2, 64);
+  std::vector<std::byte> in(64);
+  p.b.postRecv(plainRecv(in));  // waiting for data that does not come
+  REQUIRE(p.b.checkPeer().isOk());
+  REQUIRE(p.b.checkPeer().isOk());  // one probe outstanding: no second one
+  CHECK(p.fabric.b.probes == 1);
+  CHECK(p.fabric.a.recvIds.size() == 2 * 2 + 2);  // a probe consumes no receive
+  p.fabric.drain();
+  REQUIRE(p.b.progress().isOk());
+  REQUIRE(p.b.checkPeer().isOk());  // the first completed: a new one
+  CHECK(p.fabric.b.probes == 2);
+  CHECK(p.b.recvsDone() == 0);
+  // Data still flows normally afterwards.
+  const auto msg = pattern(64, 3);
+  p.a.postSend(msg.data(), msg.size());
+  REQUIRE(p.settle().isOk());
+  CHECK(in == msg);
+}
+
+TEST_CASE("fifo channel: a dead peer surfaces through the probe as retry-exceeded") {
+  Pair p(2, 64);
+  std::vector<std::byte> in(64);
+  p.b.postRecv(plainRecv(in));
+  p.fabric.a.peerDead = true;
+  REQUIRE(p.b.checkPeer().isOk());
+  p.fabric.drain();
+  Status s = p.b.progress();
+  REQUIRE_FALSE(s.isOk());
+  CHECK_THAT(s.message(), Catch::Contains("IBV_WC_RETRY_EXC_ERR") &&
+                              Catch::Contains("rank 0 (host hostA)") &&
+                              Catch::Contains("died"));
+  CHECK(p.b.checkPeer().message() == s.message());
 }
 
 }  // namespace tutti::transport::ib

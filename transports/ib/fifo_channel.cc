@@ -16,7 +16,7 @@ namespace {
 
 // Work request ids: kind in the top two bits, a counter below.
 constexpr uint64_t kKindShift = 62;
-constexpr uint64_t kKindData = 0, kKindCredit = 1, kKindRecv = 2;
+constexpr uint64_t kKindData = 0, kKindCredit = 1, kKindRecv = 2, kKindProbe = 3;
 constexpr uint64_t kCounterMask = (uint64_t{1} << kKindShift) - 1;
 constexpr uint64_t wrId(uint64_t kind, uint64_t counter) {
   return (kind << kKindShift) | (counter & kCounterMask);
@@ -73,6 +73,20 @@ Status FifoChannel::progress() {
   retireSends();
   if (!s.isOk()) error_ = s;
   return s;
+}
+
+Status FifoChannel::checkPeer() {
+  if (!error_.isOk()) return error_;
+  if (probeOutstanding_ || sqOutstanding_ >= cfg_.sendDepth()) return Status::ok();
+  Status s = wire_.postProbe(wrId(kKindProbe, probes_));
+  if (!s.isOk()) {
+    error_ = s;
+    return s;
+  }
+  ++probes_;
+  ++sqOutstanding_;
+  probeOutstanding_ = true;
+  return Status::ok();
 }
 
 Status FifoChannel::protocolError(std::string what) const {
@@ -132,6 +146,10 @@ Status FifoChannel::handle(const WireCompletion& wc) {
   if (sqOutstanding_ == 0) return internalError("ib: send completion with nothing outstanding");
   --sqOutstanding_;
   if (kind == kKindCredit) return Status::ok();
+  if (kind == kKindProbe) {
+    probeOutstanding_ = false;
+    return Status::ok();
+  }
   if (kind != kKindData || inFlight_.empty() ||
       (wc.wrId & kCounterMask) != (chunksCompleted_ & kCounterMask)) {
     return internalError("ib: unexpected send completion id {:#x} (next data chunk {})", wc.wrId,

@@ -48,6 +48,10 @@ class Wire {
   /// local memory registered under `lkey` to the peer's FIFO at byte offset `remoteOffset`.
   virtual Status postWrite(uint64_t wrId, const void* src, uint32_t bytes, uint32_t lkey,
                            uint64_t remoteOffset, uint32_t imm) = 0;
+  /// Posts a signaled zero-byte RDMA WRITE without immediate (consumes no receive at the peer):
+  /// a liveness probe that fails with a retry-exceeded completion when the peer's queue pair is
+  /// gone.
+  virtual Status postProbe(uint64_t wrId) = 0;
   /// Posts one receive without scatter entries (it only collects an immediate).
   virtual Status postRecv(uint64_t wrId) = 0;
   /// Takes up to out.size() completions; the number taken.
@@ -93,6 +97,10 @@ class FifoChannel {
   /// error (a failed completion mapped to its cause, or a protocol violation by the peer) is
   /// returned by this and every later call.
   Status progress();
+  /// For waits without traffic: posts a liveness probe when none is outstanding, so that a dead
+  /// peer surfaces as a completion error (after NCCL_IB_TIMEOUT x NCCL_IB_RETRY_CNT) from a later
+  /// progress(). Returns the sticky error, if any.
+  Status checkPeer();
 
   uint64_t sendsDone() const { return sendsDone_; }
   uint64_t recvsDone() const { return recvsDone_; }
@@ -103,6 +111,7 @@ class FifoChannel {
   /// Chunks written but not yet credited by the peer (at most slots).
   uint64_t chunksUncredited() const { return chunksPosted_ - peerConsumed_; }
   uint64_t creditMessagesSent() const { return creditMessages_; }
+  uint64_t probesSent() const { return probes_; }
 
  private:
   struct SendOp {
@@ -143,6 +152,8 @@ class FifoChannel {
   uint64_t creditsSent_ = 0, creditMessages_ = 0;
   uint64_t recvWrs_ = 0;
   uint32_t sqOutstanding_ = 0;
+  bool probeOutstanding_ = false;
+  uint64_t probes_ = 0;
   uint64_t bytesSent_ = 0, bytesReceived_ = 0;
   Status error_;
 };

@@ -159,6 +159,9 @@ class IbConnection final : public Connection, private Wire {
     bytesReceived = channel_.bytesReceived();
     return s;
   }
+  // While the engine waits without traffic: a zero-byte RDMA write to the peer, which fails
+  // (retry exceeded) if the peer's queue pair is gone, so a dead peer never means a hang.
+  Status checkPeer() override { return channel_.checkPeer(); }
   uint64_t sendsDone() const override { return channel_.sendsDone(); }
   uint64_t recvsDone() const override { return channel_.recvsDone(); }
   int pollFd() const override { return res_.cq->fd(); }
@@ -176,6 +179,9 @@ class IbConnection final : public Connection, private Wire {
                    uint64_t remoteOffset, uint32_t imm) override {
     return res_.qp->postWrite(wrId, src, bytes, lkey, remoteFifo_ + remoteOffset, remoteRkey_,
                               imm);
+  }
+  Status postProbe(uint64_t wrId) override {
+    return res_.qp->postProbe(wrId, remoteFifo_, remoteRkey_);
   }
   Status postRecv(uint64_t wrId) override { return res_.qp->postRecv(wrId); }
   Result<size_t> poll(std::span<WireCompletion> out) override { return res_.cq->poll(out); }

@@ -496,6 +496,22 @@ Status QueuePair::postWrite(uint64_t wrId, const void* src, uint32_t bytes, uint
   return Status::ok();
 }
 
+Status QueuePair::postProbe(uint64_t wrId, uint64_t remoteAddr, uint32_t rkey) {
+  ibv_send_wr wr{};
+  wr.wr_id = wrId;
+  wr.sg_list = nullptr;
+  wr.num_sge = 0;  // zero-length: some providers require num_sge 0 then
+  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.wr.rdma.remote_addr = remoteAddr;
+  wr.wr.rdma.rkey = rkey;
+  ibv_send_wr* bad = nullptr;
+  if (int e = ibv_post_send(static_cast<ibv_qp*>(qp_), &wr, &bad))
+    return systemError("ib: ibv_post_send (probe) on QP {:#x} ({}) failed: {}", qpn_,
+                       dev_->name(), err(e));
+  return Status::ok();
+}
+
 Status QueuePair::postRecv(uint64_t wrId) {
   ibv_recv_wr wr{};
   wr.wr_id = wrId;

@@ -123,6 +123,8 @@ class QueuePair {
   /// ibv_post_send of one signaled RDMA_WRITE_WITH_IMM (imm in host order; sent big-endian).
   Status postWrite(uint64_t wrId, const void* src, uint32_t bytes, uint32_t lkey,
                    uint64_t remoteAddr, uint32_t rkey, uint32_t imm);
+  /// ibv_post_send of one signaled zero-byte RDMA_WRITE (no immediate: the peer sees nothing).
+  Status postProbe(uint64_t wrId, uint64_t remoteAddr, uint32_t rkey);
   /// ibv_post_recv of one receive without scatter entries.
   Status postRecv(uint64_t wrId);
 
