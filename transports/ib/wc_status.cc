@@ -94,8 +94,8 @@ std::string completionErrorMessage(const CompletionError& e) {
   if (e.status == 12 || e.status == 20) {  // IBV_WC_RETRY_EXC_ERR, IBV_WC_RESP_TIMEOUT_ERR
     const double us = ackTimeoutUs(e.timeout);
     msg += fmt::format(
-        " (now NCCL_IB_TIMEOUT={}: ACK timeout {:.3g} ms per try, NCCL_IB_RETRY_CNT={} retries)",
-        e.timeout, us / 1000.0, e.retryCnt);
+        " (now NCCL_IB_TIMEOUT={}: ACK timeout {:.3g} s per try, NCCL_IB_RETRY_CNT={} retries)",
+        e.timeout, us / 1e6, e.retryCnt);
   }
   msg += fmt::format(" (rank={}, peer={}, device={})", e.rank, e.peer, e.device);
   return msg;
