@@ -25,8 +25,8 @@ void runAllReduce(std::vector<std::pair<std::string, std::string>> env) {
                    c.transportTo(1 - c.rank()).c_str());
       return 1;
     }
-    for (size_t count : {size_t{0}, size_t{1}, size_t{2}, size_t{1000}, size_t{65537},
-                         size_t{1000003}}) {
+    for (size_t count :
+         {size_t{0}, size_t{1}, size_t{2}, size_t{1000}, size_t{65537}, size_t{1000003}}) {
       if (int rc = allReduceCheck(c, count)) return rc;
     }
     return 0;

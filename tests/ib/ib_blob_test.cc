@@ -2,7 +2,6 @@
 // The ib setup blob: round trip, and rejection of truncated, padded, corrupted or inconsistent
 // blobs; the completion-status texts.
 #include <catch2/catch.hpp>
-
 #include <random>
 
 #include "transports/ib/conn_blob.h"
@@ -138,7 +137,8 @@ TEST_CASE("blob: random garbage never parses into something out of range") {
       for (auto& b : bytes) b = static_cast<std::byte>(rng());
     } else {  // the good blob with a few bytes flipped
       bytes = good;
-      for (int k = 0; k < 3; ++k) bytes[rng() % bytes.size()] ^= static_cast<std::byte>(1 + rng() % 255);
+      for (int k = 0; k < 3; ++k)
+        bytes[rng() % bytes.size()] ^= static_cast<std::byte>(1 + rng() % 255);
     }
     auto r = parseBlob(bytes, 3);
     if (!r.isOk()) continue;

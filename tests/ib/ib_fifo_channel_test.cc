@@ -6,7 +6,6 @@
 // sender's completion is released separately, later. Random interleavings check that data
 // arrives intact, that no receiver-not-ready error ever occurs, and the credit and queue bounds.
 #include <catch2/catch.hpp>
-
 #include <cstring>
 #include <deque>
 #include <random>
@@ -62,8 +61,8 @@ class FakeEnd final : public Wire {
   }
 
   std::vector<std::byte> fifo;
-  std::deque<Write> outbound;            // posted, not yet placed at the peer
-  std::deque<WireCompletion> acks;       // placed; the sender's completion not yet visible
+  std::deque<Write> outbound;       // posted, not yet placed at the peer
+  std::deque<WireCompletion> acks;  // placed; the sender's completion not yet visible
   std::deque<WireCompletion> cq;
   std::deque<uint64_t> recvIds;
   std::vector<uint32_t> lkeysUsed;
@@ -130,8 +129,8 @@ struct Fabric {
   }
 };
 
-ChannelConfig config(uint32_t slots, uint32_t slotBytes, std::vector<std::byte>& staging,
-                     int rank, int peer) {
+ChannelConfig config(uint32_t slots, uint32_t slotBytes, std::vector<std::byte>& staging, int rank,
+                     int peer) {
   ChannelConfig c;
   c.slots = slots;
   c.slotBytes = slotBytes;
@@ -175,8 +174,8 @@ struct Pair {
     for (int i = 0; i < 10000; ++i) {
       TUTTI_TRY(progressBoth());
       const bool idle = fabric.a.outbound.empty() && fabric.b.outbound.empty() &&
-                        fabric.a.acks.empty() && fabric.b.acks.empty() &&
-                        fabric.a.cq.empty() && fabric.b.cq.empty();
+                        fabric.a.acks.empty() && fabric.b.acks.empty() && fabric.a.cq.empty() &&
+                        fabric.b.cq.empty();
       if (idle) return progressBoth();
       fabric.drain();
     }
@@ -359,10 +358,9 @@ TEST_CASE("fifo channel: completion errors are mapped to their cause and are sti
   Status s = p.a.progress();
   REQUIRE_FALSE(s.isOk());
   CHECK(s.code() == Code::kRemoteError);
-  CHECK_THAT(s.message(), Catch::Contains("IBV_WC_RETRY_EXC_ERR") &&
-                              Catch::Contains("NCCL_IB_TIMEOUT=20") &&
-                              Catch::Contains("rank 1 (host hostB)") &&
-                              Catch::Contains("RDMA write to"));
+  CHECK_THAT(s.message(),
+             Catch::Contains("IBV_WC_RETRY_EXC_ERR") && Catch::Contains("NCCL_IB_TIMEOUT=20") &&
+                 Catch::Contains("rank 1 (host hostB)") && Catch::Contains("RDMA write to"));
   Status again = p.a.progress();
   CHECK(again.message() == s.message());
 
@@ -371,14 +369,15 @@ TEST_CASE("fifo channel: completion errors are mapped to their cause and are sti
   q.fabric.b.cq.push_back(WireCompletion{q.fabric.b.recvIds.front(), false, 5, 0, 0});
   Status r = q.b.progress();
   REQUIRE_FALSE(r.isOk());
-  CHECK_THAT(r.message(), Catch::Contains("receive from rank 0") &&
-                              Catch::Contains("IBV_WC_WR_FLUSH_ERR"));
+  CHECK_THAT(r.message(),
+             Catch::Contains("receive from rank 0") && Catch::Contains("IBV_WC_WR_FLUSH_ERR"));
 }
 
 TEST_CASE("fifo channel: a peer that violates the protocol is detected") {
   SECTION("more credit than chunks outstanding") {
     Pair p(2, 64);
-    p.fabric.a.cq.push_back(WireCompletion{p.fabric.a.recvIds.front(), true, 0, kCreditFlag | 1, 0});
+    p.fabric.a.cq.push_back(
+        WireCompletion{p.fabric.a.recvIds.front(), true, 0, kCreditFlag | 1, 0});
     p.fabric.a.recvIds.pop_front();
     Status s = p.a.progress();
     REQUIRE_FALSE(s.isOk());
@@ -480,10 +479,12 @@ TEST_CASE("fifo channel: random interleavings keep data intact and never hit RNR
   for (int step = 0; step < 200000 && !done; ++step) {
     switch (rng() % 10) {
       case 0:
-        if (postedSendA < ab.size()) p.a.postSend(ab[postedSendA].out.data(), ab[postedSendA].out.size()), ++postedSendA;
+        if (postedSendA < ab.size())
+          p.a.postSend(ab[postedSendA].out.data(), ab[postedSendA].out.size()), ++postedSendA;
         break;
       case 1:
-        if (postedSendB < ba.size()) p.b.postSend(ba[postedSendB].out.data(), ba[postedSendB].out.size()), ++postedSendB;
+        if (postedSendB < ba.size())
+          p.b.postSend(ba[postedSendB].out.data(), ba[postedSendB].out.size()), ++postedSendB;
         break;
       case 2:
         if (postedRecvB < ab.size()) p.b.postRecv(recvSpec(ab[postedRecvB])), ++postedRecvB;
@@ -491,12 +492,24 @@ TEST_CASE("fifo channel: random interleavings keep data intact and never hit RNR
       case 3:
         if (postedRecvA < ba.size()) p.a.postRecv(recvSpec(ba[postedRecvA])), ++postedRecvA;
         break;
-      case 4: REQUIRE(p.a.progress().isOk()); break;
-      case 5: REQUIRE(p.b.progress().isOk()); break;
-      case 6: p.fabric.place(p.fabric.a, p.fabric.b); break;
-      case 7: p.fabric.place(p.fabric.b, p.fabric.a); break;
-      case 8: p.fabric.ack(p.fabric.a); break;
-      case 9: p.fabric.ack(p.fabric.b); break;
+      case 4:
+        REQUIRE(p.a.progress().isOk());
+        break;
+      case 5:
+        REQUIRE(p.b.progress().isOk());
+        break;
+      case 6:
+        p.fabric.place(p.fabric.a, p.fabric.b);
+        break;
+      case 7:
+        p.fabric.place(p.fabric.b, p.fabric.a);
+        break;
+      case 8:
+        p.fabric.ack(p.fabric.a);
+        break;
+      case 9:
+        p.fabric.ack(p.fabric.b);
+        break;
     }
     CHECK(p.a.chunksUncredited() <= slots);
     CHECK(p.b.chunksUncredited() <= slots);
@@ -560,8 +573,7 @@ TEST_CASE("fifo channel: a dead peer surfaces through the probe as retry-exceede
   Status s = p.b.progress();
   REQUIRE_FALSE(s.isOk());
   CHECK_THAT(s.message(), Catch::Contains("IBV_WC_RETRY_EXC_ERR") &&
-                              Catch::Contains("rank 0 (host hostA)") &&
-                              Catch::Contains("died"));
+                              Catch::Contains("rank 0 (host hostA)") && Catch::Contains("died"));
   CHECK(p.b.checkPeer().message() == s.message());
 }
 

@@ -14,8 +14,8 @@ TEST_CASE("ib: between hosts, ib is chosen exactly when an active port exists") 
       2, {{"TUTTI_DEBUG", "INFO"}, {"TUTTI_DEBUG_SUBSYS", "INIT,NET"}}, [&](Communicator& c) {
         const int peer = 1 - c.rank();
         if (c.transportTo(peer) != expected) {
-          std::fprintf(stderr, "rank %d: transport to %d is '%s', expected '%s'\n", c.rank(),
-                       peer, c.transportTo(peer).c_str(), expected.c_str());
+          std::fprintf(stderr, "rank %d: transport to %d is '%s', expected '%s'\n", c.rank(), peer,
+                       c.transportTo(peer).c_str(), expected.c_str());
           return 1;
         }
         return allReduceCheck(c, 1000);
@@ -29,8 +29,8 @@ TEST_CASE("ib: between hosts, ib is chosen exactly when an active port exists") 
 }
 
 TEST_CASE("ib: NCCL_IB_DISABLE=1 and TUTTI_TRANSPORTS=tcp select tcp") {
-  for (auto env : std::vector<std::pair<std::string, std::string>>{
-           {"NCCL_IB_DISABLE", "1"}, {"TUTTI_TRANSPORTS", "tcp"}}) {
+  for (auto env : std::vector<std::pair<std::string, std::string>>{{"NCCL_IB_DISABLE", "1"},
+                                                                   {"TUTTI_TRANSPORTS", "tcp"}}) {
     INFO(env.first << "=" << env.second);
     auto outcomes = runOnHosts(2, {env, {"TUTTI_DEBUG", "INFO"}}, [](Communicator& c) {
       if (c.transportTo(1 - c.rank()) != "tcp") return 1;

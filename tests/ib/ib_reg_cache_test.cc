@@ -2,7 +2,6 @@
 // The registration cache with a fake register/deregister backend: hits, page rounding, overlap
 // merging, eviction order, reference counts, retirement, invalidation, errors.
 #include <catch2/catch.hpp>
-
 #include <map>
 
 #include "transports/ib/reg_cache.h"
@@ -82,11 +81,11 @@ TEST_CASE("reg cache: zero bytes and address overflow are rejected") {
 TEST_CASE("reg cache: a partial overlap registers the union and retires the old entries") {
   FakeBackend fb;
   RegistrationCache c(fb.backend(), limits(8));
-  auto a = c.acquire(at(kBase), 4096);            // [0, 4K)
+  auto a = c.acquire(at(kBase), 4096);             // [0, 4K)
   auto b = c.acquire(at(kBase + 3 * 4096), 4096);  // [12K, 16K)
   REQUIRE(a.isOk());
   REQUIRE(b.isOk());
-  c.release(*a);  // a unreferenced, b still in use
+  c.release(*a);                                   // a unreferenced, b still in use
   auto u = c.acquire(at(kBase + 2048), 3 * 4096);  // [2K, 14K) overlaps both
   REQUIRE(u.isOk());
   CHECK(fb.of(*u).addr == kBase);
@@ -128,8 +127,8 @@ TEST_CASE("reg cache: eviction is least recently used and spares referenced entr
   c.release(*d);
 
   // Everything referenced: the cache goes over its limit instead of evicting an entry in use.
-  auto x = c.acquire(at(kBase), 10);                 // a, referenced
-  auto y = c.acquire(at(kBase + 0x300000), 4096);    // evicts nothing but d (unreferenced)
+  auto x = c.acquire(at(kBase), 10);               // a, referenced
+  auto y = c.acquire(at(kBase + 0x300000), 4096);  // evicts nothing but d (unreferenced)
   REQUIRE(x.isOk());
   REQUIRE(y.isOk());
   CHECK(fb.live.count(d->lkey) == 0);
@@ -159,8 +158,8 @@ TEST_CASE("reg cache: byte limit") {
 TEST_CASE("reg cache: a union larger than the byte limit registers only the request") {
   FakeBackend fb;
   RegistrationCache c(fb.backend(), limits(100, 2 * 4096));
-  c.release(c.acquire(at(kBase), 2 * 4096).value());              // [0, 8K)
-  auto big = c.acquire(at(kBase + 4096), 2 * 4096);                // [4K, 12K): union 12K
+  c.release(c.acquire(at(kBase), 2 * 4096).value());  // [0, 8K)
+  auto big = c.acquire(at(kBase + 4096), 2 * 4096);   // [4K, 12K): union 12K
   REQUIRE(big.isOk());
   CHECK(fb.of(*big).addr == kBase + 4096);
   CHECK(fb.of(*big).bytes == 2 * 4096);

@@ -20,9 +20,7 @@ Gid ipv4Gid(uint8_t a, uint8_t b, uint8_t c, uint8_t d) {
 Gid linkLocalGid(uint8_t last) {
   return gidOf({0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0x0a, 0xc0, 0xeb, 0xff, 0xfe, 0x3d, 0xca, last});
 }
-Gid globalV6Gid() {
-  return gidOf({0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1});
-}
+Gid globalV6Gid() { return gidOf({0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1}); }
 
 HcaFilter parse(std::string_view text) {
   auto f = parseHcaList(text);
@@ -50,7 +48,7 @@ TEST_CASE("NCCL_IB_HCA: prefixes and ports") {
   CHECK(f.allows("mlx5_0", 1));
   CHECK_FALSE(f.allows("mlx5_0", 2));  // port restricted
   CHECK(f.allows("mlx5_1", 1));
-  CHECK(f.allows("mlx5_1", 2));  // every port
+  CHECK(f.allows("mlx5_1", 2));   // every port
   CHECK(f.allows("mlx5_10", 2));  // prefix: mlx5_1 matches mlx5_10
   CHECK_FALSE(f.allows("mlx5_2", 1));
   CHECK(parse("mlx5").allows("mlx5_7", 1));
@@ -90,8 +88,8 @@ TEST_CASE("NCCL_IB_HCA: whitespace and empty items are tolerated") {
 }
 
 TEST_CASE("NCCL_IB_HCA: bad ports and empty names are rejected with the value") {
-  for (const char* bad : {"mlx5_0:x", "mlx5_0:0", "mlx5_0:256", "mlx5_0:1x", ":1", "mlx5_0:",
-                          "mlx5_0:-1"}) {
+  for (const char* bad :
+       {"mlx5_0:x", "mlx5_0:0", "mlx5_0:256", "mlx5_0:1x", ":1", "mlx5_0:", "mlx5_0:-1"}) {
     auto f = parseHcaList(bad, "TUTTI_IB_HCA");
     INFO(bad);
     REQUIRE_FALSE(f.isOk());
@@ -128,9 +126,8 @@ TEST_CASE("port choice: active IB/RoCE ports that pass the filter, spread by loc
 
   auto none = selectPort(devs, parse("mlx5_1:1"), 0, "mlx5_1:1");
   REQUIRE_FALSE(none.isOk());
-  CHECK_THAT(none.status().message(),
-             Catch::Contains("mlx5_1:1") && Catch::Contains("PORT_DOWN") &&
-                 Catch::Contains("excluded by NCCL_IB_HCA"));
+  CHECK_THAT(none.status().message(), Catch::Contains("mlx5_1:1") && Catch::Contains("PORT_DOWN") &&
+                                          Catch::Contains("excluded by NCCL_IB_HCA"));
   auto empty = selectPort(std::vector<DeviceInfo>{}, parse(""), 0);
   REQUIRE_FALSE(empty.isOk());
   CHECK_THAT(empty.status().message(), Catch::Contains("no RDMA device"));
@@ -160,9 +157,12 @@ TEST_CASE("GID: InfiniBand uses index 0 without a GRH") {
 TEST_CASE("GID: automatic RoCE choice prefers v2 with an IPv4-mapped address") {
   // The classic mlx5 table (show_gids): link-local v1/v2, IPv4 v1/v2, IPv6 global v1/v2.
   const std::vector<GidEntry> table = {
-      {0, linkLocalGid(0x54), GidType::kRoceV1}, {1, linkLocalGid(0x54), GidType::kRoceV2},
-      {2, ipv4Gid(10, 110, 0, 33), GidType::kRoceV1}, {3, ipv4Gid(10, 110, 0, 33), GidType::kRoceV2},
-      {4, globalV6Gid(), GidType::kRoceV1},           {5, globalV6Gid(), GidType::kRoceV2},
+      {0, linkLocalGid(0x54), GidType::kRoceV1},
+      {1, linkLocalGid(0x54), GidType::kRoceV2},
+      {2, ipv4Gid(10, 110, 0, 33), GidType::kRoceV1},
+      {3, ipv4Gid(10, 110, 0, 33), GidType::kRoceV2},
+      {4, globalV6Gid(), GidType::kRoceV1},
+      {5, globalV6Gid(), GidType::kRoceV2},
   };
   auto c = chooseGid(LinkLayer::kEthernet, table, 16, GidPolicy{}, "mlx5_0", 1);
   REQUIRE(c.isOk());

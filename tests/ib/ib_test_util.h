@@ -8,11 +8,11 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
-
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <string>
+#include <tutti/tutti.hpp>
 #include <utility>
 #include <vector>
 
@@ -21,7 +21,6 @@
 #include "tools/launch/launcher.h"
 #include "transports/ib/device_select.h"
 #include "transports/ib/verbs.h"
-#include <tutti/tutti.hpp>
 
 namespace tutti::test {
 
@@ -54,8 +53,8 @@ inline std::vector<launch::RankOutcome> runOnHosts(
   opts.nranks = nranks;
   opts.timeout = std::chrono::seconds(100);
   // Pretend hosts would make tcp listen on an external interface: keep it on loopback.
-  opts.env = {{"TUTTI_BOOTSTRAP_TIMEOUT", "30"}, {"TUTTI_TRANSPORTS", ""},
-              {"TUTTI_SOCKET_IFNAME", "lo"}};
+  opts.env = {
+      {"TUTTI_BOOTSTRAP_TIMEOUT", "30"}, {"TUTTI_TRANSPORTS", ""}, {"TUTTI_SOCKET_IFNAME", "lo"}};
   for (auto& kv : env) opts.env.push_back(kv);
   return launch::runRanks(opts, [&](int rank, int) -> int {
     ::setenv("TUTTI_HOSTID", ("ibtest-host" + std::to_string(rank)).c_str(), 1);
@@ -92,8 +91,7 @@ inline int allReduceCheck(Communicator& c, size_t count) {
   Status s = c.allReduce(f.data(), f.data(), count, DataType::kFloat32, RedOp::kSum);
   if (s.isOk()) s = c.allReduce(in.data(), out.data(), count, DataType::kInt64, RedOp::kSum);
   if (!s.isOk()) {
-    std::fprintf(stderr, "rank %d: allreduce of %zu failed: %s\n", r, count,
-                 s.toString().c_str());
+    std::fprintf(stderr, "rank %d: allreduce of %zu failed: %s\n", r, count, s.toString().c_str());
     return 1;
   }
   for (size_t i = 0; i < count; ++i) {
@@ -105,8 +103,7 @@ inline int allReduceCheck(Communicator& c, size_t count) {
     }
     if (f[i] != ef || out[i] != ei) {
       std::fprintf(stderr, "rank %d: count %zu element %zu: got %g/%lld, expected %g/%lld\n", r,
-                   count, i, f[i], static_cast<long long>(out[i]), ef,
-                   static_cast<long long>(ei));
+                   count, i, f[i], static_cast<long long>(out[i]), ef, static_cast<long long>(ei));
       return 1;
     }
   }

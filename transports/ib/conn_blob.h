@@ -50,7 +50,8 @@ inline constexpr uint16_t kBlobVersion = 1;
 inline constexpr size_t kMaxDeviceNameBytes = 64;
 inline constexpr uint32_t kMaxFifoSlots = 4096;
 inline constexpr uint32_t kMinSlotBytes = 4096;
-inline constexpr uint32_t kMaxSlotBytes = 1u << 30;  // the immediate carries a chunk's bytes in 31 bits
+inline constexpr uint32_t kMaxSlotBytes =
+    1u << 30;  // the immediate carries a chunk's bytes in 31 bits
 
 /// Encodes a blob. Pure; the caller keeps the fields in range (device name <= 64 bytes).
 std::vector<std::byte> serializeBlob(const ConnBlob& blob);

@@ -4,12 +4,12 @@
 // (address family first, then RoCE version), with link-local entries ranked last.
 #include "transports/ib/device_select.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <optional>
-
-#include <fmt/format.h>
 
 namespace tutti::transport::ib {
 namespace {
@@ -26,19 +26,26 @@ std::string_view trim(std::string_view s) {
 
 std::string_view linkLayerName(LinkLayer l) {
   switch (l) {
-    case LinkLayer::kInfiniBand: return "IB";
-    case LinkLayer::kEthernet: return "RoCE";
-    case LinkLayer::kUnspecified: break;
+    case LinkLayer::kInfiniBand:
+      return "IB";
+    case LinkLayer::kEthernet:
+      return "RoCE";
+    case LinkLayer::kUnspecified:
+      break;
   }
   return "unspecified";
 }
 
 std::string_view gidTypeName(GidType t) {
   switch (t) {
-    case GidType::kIb: return "IB";
-    case GidType::kRoceV1: return "RoCE v1";
-    case GidType::kRoceV2: return "RoCE v2";
-    case GidType::kUnknown: break;
+    case GidType::kIb:
+      return "IB";
+    case GidType::kRoceV1:
+      return "RoCE v1";
+    case GidType::kRoceV2:
+      return "RoCE v2";
+    case GidType::kUnknown:
+      break;
   }
   return "unknown";
 }
@@ -105,11 +112,9 @@ Result<HcaFilter> parseHcaList(std::string_view text, std::string_view var) {
       int port = 0;
       const auto [end, ec] =
           std::from_chars(portText.data(), portText.data() + portText.size(), port);
-      if (ec != std::errc() || end != portText.data() + portText.size() || port < 1 ||
-          port > 255) {
-        return invalidArgument(
-            "{}: port '{}' of item '{}' is not an integer in 1..255 ({}='{}')", var, portText,
-            item, var, text);
+      if (ec != std::errc() || end != portText.data() + portText.size() || port < 1 || port > 255) {
+        return invalidArgument("{}: port '{}' of item '{}' is not an integer in 1..255 ({}='{}')",
+                               var, portText, item, var, text);
       }
       p.port = port;
     }
@@ -135,8 +140,8 @@ Result<PortChoice> selectPort(std::span<const DeviceInfo> devices, const HcaFilt
   }
   if (usable.empty()) {
     return invalidArgument("ib: no active InfiniBand or RoCE port{}{} (seen: {})",
-                           filterText.empty() ? "" : " matches NCCL_IB_HCA=",
-                           filterText, seen.empty() ? "no RDMA device" : seen);
+                           filterText.empty() ? "" : " matches NCCL_IB_HCA=", filterText,
+                           seen.empty() ? "no RDMA device" : seen);
   }
   PortChoice c = usable[static_cast<size_t>(std::max(localRank, 0)) % usable.size()];
   c.candidates = usable.size();
@@ -146,12 +151,12 @@ Result<PortChoice> selectPort(std::span<const DeviceInfo> devices, const HcaFilt
 Result<GidChoice> chooseGid(LinkLayer link, std::span<const GidEntry> table, int tableLen,
                             const GidPolicy& policy, std::string_view device, int port) {
   if (link == LinkLayer::kInfiniBand) {
-    return GidChoice{0, false, fmt::format("{}:{} is InfiniBand: LID routing, GID index 0", device,
-                                           port)};
+    return GidChoice{0, false,
+                     fmt::format("{}:{} is InfiniBand: LID routing, GID index 0", device, port)};
   }
   if (link != LinkLayer::kEthernet) {
-    return invalidArgument("ib: {}:{} has link layer '{}', neither InfiniBand nor Ethernet",
-                           device, port, linkLayerName(link));
+    return invalidArgument("ib: {}:{} has link layer '{}', neither InfiniBand nor Ethernet", device,
+                           port, linkLayerName(link));
   }
   auto find = [&](int index) -> const GidEntry* {
     for (const GidEntry& e : table)
@@ -160,9 +165,10 @@ Result<GidChoice> chooseGid(LinkLayer link, std::span<const GidEntry> table, int
   };
   if (policy.userIndex >= 0) {
     if (policy.userIndex > kMaxSgidIndex) {
-      return invalidArgument("ib: NCCL_IB_GID_INDEX={} exceeds {} (the address vector's source GID "
-                             "index has 8 bits)",
-                             policy.userIndex, kMaxSgidIndex);
+      return invalidArgument(
+          "ib: NCCL_IB_GID_INDEX={} exceeds {} (the address vector's source GID "
+          "index has 8 bits)",
+          policy.userIndex, kMaxSgidIndex);
     }
     if (policy.userIndex >= tableLen) {
       return invalidArgument(
@@ -177,8 +183,8 @@ Result<GidChoice> chooseGid(LinkLayer link, std::span<const GidEntry> table, int
           policy.userIndex, device, port);
     }
     return GidChoice{e->index, true,
-                     fmt::format("{}:{} GID index {} ({}, {}) from NCCL_IB_GID_INDEX", device,
-                                 port, e->index, e->gid.toString(), gidTypeName(e->type))};
+                     fmt::format("{}:{} GID index {} ({}, {}) from NCCL_IB_GID_INDEX", device, port,
+                                 e->index, e->gid.toString(), gidTypeName(e->type))};
   }
   // Rank: smaller is better, compared lexicographically.
   auto rank = [&](const GidEntry& e) {

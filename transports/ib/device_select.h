@@ -126,7 +126,6 @@ struct GidChoice {
 /// device reported (any order, empty ones may be absent); `tableLen` is the port's gid_tbl_len.
 /// InvalidArgument when a RoCE port has no usable entry. Pure.
 Result<GidChoice> chooseGid(LinkLayer link, std::span<const GidEntry> table, int tableLen,
-                            const GidPolicy& policy, std::string_view device = "?",
-                            int port = 1);
+                            const GidPolicy& policy, std::string_view device = "?", int port = 1);
 
 }  // namespace tutti::transport::ib

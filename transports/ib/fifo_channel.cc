@@ -3,11 +3,11 @@
 // receiver-not-ready argument).
 #include "transports/ib/fifo_channel.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <array>
 #include <cstring>
-
-#include <fmt/format.h>
 
 #include "transports/ib/wc_status.h"
 
@@ -35,7 +35,8 @@ FifoChannel::~FifoChannel() {
 }
 
 Status FifoChannel::start() {
-  for (uint32_t i = 0; i < cfg_.recvDepth(); ++i) TUTTI_TRY(wire_.postRecv(wrId(kKindRecv, recvWrs_++)));
+  for (uint32_t i = 0; i < cfg_.recvDepth(); ++i)
+    TUTTI_TRY(wire_.postRecv(wrId(kKindRecv, recvWrs_++)));
   return Status::ok();
 }
 
@@ -90,9 +91,10 @@ Status FifoChannel::checkPeer() {
 }
 
 Status FifoChannel::protocolError(std::string what) const {
-  return remoteError("ib: protocol violation on the connection to rank {} (host {}): {} (rank={}, "
-                     "peer={}, device={})",
-                     cfg_.peer, cfg_.peerHost, what, cfg_.rank, cfg_.peer, cfg_.device);
+  return remoteError(
+      "ib: protocol violation on the connection to rank {} (host {}): {} (rank={}, "
+      "peer={}, device={})",
+      cfg_.peer, cfg_.peerHost, what, cfg_.rank, cfg_.peer, cfg_.device);
 }
 
 Status FifoChannel::poll() {
@@ -133,8 +135,8 @@ Status FifoChannel::handle(const WireCompletion& wc) {
       return Status::ok();
     }
     if (wc.imm == 0 || wc.imm > cfg_.slotBytes) {
-      return protocolError(fmt::format("chunk of {} bytes for {}-byte slots", wc.imm,
-                                       cfg_.slotBytes));
+      return protocolError(
+          fmt::format("chunk of {} bytes for {}-byte slots", wc.imm, cfg_.slotBytes));
     }
     if (arrivals_.size() >= cfg_.slots) {
       return protocolError(fmt::format("more than {} chunks written without credit", cfg_.slots));
@@ -215,7 +217,7 @@ Status FifoChannel::pushSends() {
     SendOp& op = sends_[i];
     while (op.postedBytes < op.bytes) {
       if (chunksPosted_ - peerConsumed_ >= cfg_.slots) return Status::ok();  // no credit
-      if (sqOutstanding_ + 1 >= cfg_.sendDepth()) return Status::ok();  // keep one for credits
+      if (sqOutstanding_ + 1 >= cfg_.sendDepth()) return Status::ok();       // keep one for credits
       const uint32_t slot = static_cast<uint32_t>(chunksPosted_ % cfg_.slots);
       const auto n = static_cast<uint32_t>(std::min(slotBytes, op.bytes - op.postedBytes));
       const std::byte* src = op.src + op.postedBytes;

@@ -147,8 +147,8 @@ class FifoChannel {
   uint64_t sendsDone_ = 0, recvsDone_ = 0;
   uint64_t sendsPosted_ = 0, recvsPosted_ = 0;
   uint64_t chunksPosted_ = 0, chunksCompleted_ = 0;  // our data writes
-  uint64_t peerConsumed_ = 0;                         // credits the peer returned
-  uint64_t chunksArrived_ = 0, chunksConsumed_ = 0;   // the peer's data writes
+  uint64_t peerConsumed_ = 0;                        // credits the peer returned
+  uint64_t chunksArrived_ = 0, chunksConsumed_ = 0;  // the peer's data writes
   uint64_t creditsSent_ = 0, creditMessages_ = 0;
   uint64_t recvWrs_ = 0;
   uint32_t sqOutstanding_ = 0;

@@ -30,10 +30,10 @@ TUTTI_PARAM_STRING(kIbHca, "TUTTI_IB_HCA", "NCCL_IB_HCA", "NET", "",
                    "RDMA devices/ports to use: 'mlx5_0:1,mlx5_1', '^mlx5_3' excludes, '=' exact");
 TUTTI_PARAM_INT(kIbGidIndex, "TUTTI_IB_GID_INDEX", "NCCL_IB_GID_INDEX", "NET", -1,
                 "RoCE GID table index (-1: RoCE v2 with an IPv4-mapped address first)");
-TUTTI_PARAM_INT(kIbRoceVersion, "TUTTI_IB_ROCE_VERSION_NUM", "NCCL_IB_ROCE_VERSION_NUM", "NET",
-                2, "RoCE version preferred by the automatic GID choice (1 or 2)");
-TUTTI_PARAM_STRING(kIbAddrFamily, "TUTTI_IB_ADDR_FAMILY", "NCCL_IB_ADDR_FAMILY", "NET",
-                   "AF_INET", "address family preferred by the automatic GID choice");
+TUTTI_PARAM_INT(kIbRoceVersion, "TUTTI_IB_ROCE_VERSION_NUM", "NCCL_IB_ROCE_VERSION_NUM", "NET", 2,
+                "RoCE version preferred by the automatic GID choice (1 or 2)");
+TUTTI_PARAM_STRING(kIbAddrFamily, "TUTTI_IB_ADDR_FAMILY", "NCCL_IB_ADDR_FAMILY", "NET", "AF_INET",
+                   "address family preferred by the automatic GID choice");
 TUTTI_PARAM_INT(kIbTimeout, "TUTTI_IB_TIMEOUT", "NCCL_IB_TIMEOUT", "NET", 20,
                 "RC ACK timeout exponent: 4.096 us * 2^value per try (1..31)");
 TUTTI_PARAM_INT(kIbRetryCnt, "TUTTI_IB_RETRY_CNT", "NCCL_IB_RETRY_CNT", "NET", 7,
@@ -60,8 +60,7 @@ struct Settings {
 Result<Settings> readSettings() {
   Settings s;
   auto inRange = [](int64_t v, int64_t lo, int64_t hi, const char* var) -> Status {
-    if (v < lo || v > hi)
-      return invalidArgument("ib: {}={} is outside {}..{}", var, v, lo, hi);
+    if (v < lo || v > hi) return invalidArgument("ib: {}={} is outside {}..{}", var, v, lo, hi);
     return Status::ok();
   };
   TUTTI_TRY(inRange(kIbTimeout.get(), 1, 31, "NCCL_IB_TIMEOUT"));
@@ -112,7 +111,7 @@ struct FreeDeleter {
 struct PeerResources {
   std::shared_ptr<verbs::Device> dev;
   std::unique_ptr<verbs::CompletionQueue> cq;
-  std::unique_ptr<verbs::QueuePair> qp;  // declared after cq: destroyed before it
+  std::unique_ptr<verbs::QueuePair> qp;            // declared after cq: destroyed before it
   std::unique_ptr<std::byte, FreeDeleter> memory;  // FIFO (slots*slotBytes), then staging
   verbs::MemoryRegion fifoMr, stagingMr;
   uint32_t psn = 0;
@@ -177,8 +176,7 @@ class IbConnection final : public Connection, private Wire {
  private:
   Status postWrite(uint64_t wrId, const void* src, uint32_t bytes, uint32_t lkey,
                    uint64_t remoteOffset, uint32_t imm) override {
-    return res_.qp->postWrite(wrId, src, bytes, lkey, remoteFifo_ + remoteOffset, remoteRkey_,
-                              imm);
+    return res_.qp->postWrite(wrId, src, bytes, lkey, remoteFifo_ + remoteOffset, remoteRkey_, imm);
   }
   Status postProbe(uint64_t wrId) override {
     return res_.qp->postProbe(wrId, remoteFifo_, remoteRkey_);
@@ -248,7 +246,8 @@ class IbTransport final : public Transport {
             return MemRegistration{mr.lkey, mr.rkey, mr.handle};
           },
           [weak](const MemRegistration& r) {
-            if (auto dev = weak.lock()) dev->deregister(verbs::MemoryRegion{r.handle, r.lkey, r.rkey});
+            if (auto dev = weak.lock())
+              dev->deregister(verbs::MemoryRegion{r.handle, r.lkey, r.rkey});
           }};
       RegistrationCache::Limits limits;
       limits.maxEntries = static_cast<size_t>(std::max<int64_t>(kIbRegCacheEntries.get(), 1));
@@ -276,8 +275,8 @@ class IbTransport final : public Transport {
       r.dev = dev_;
       TUTTI_TRY_ASSIGN(r.cq, verbs::CompletionQueue::create(
                                  dev_, static_cast<int>(probe.sendDepth() + probe.recvDepth())));
-      TUTTI_TRY_ASSIGN(r.qp, verbs::QueuePair::createRc(dev_, *r.cq, probe.sendDepth(),
-                                                        probe.recvDepth()));
+      TUTTI_TRY_ASSIGN(
+          r.qp, verbs::QueuePair::createRc(dev_, *r.cq, probe.sendDepth(), probe.recvDepth()));
       TUTTI_TRY(r.qp->toInit(port));
       r.memory.reset(static_cast<std::byte*>(std::aligned_alloc(4096, 2 * fifoBytes)));
       if (!r.memory)
@@ -287,17 +286,16 @@ class IbTransport final : public Transport {
       TUTTI_TRY_ASSIGN(r.stagingMr,
                        dev_->registerMemory(r.memory.get() + fifoBytes, fifoBytes, false));
       r.psn = rd() & 0xffffff;
-      blob.endpoints.push_back(Endpoint{p, r.qp->qpn(), r.psn,
-                                        reinterpret_cast<uintptr_t>(r.memory.get()),
-                                        r.fifoMr.rkey});
+      blob.endpoints.push_back(Endpoint{
+          p, r.qp->qpn(), r.psn, reinterpret_cast<uintptr_t>(r.memory.get()), r.fifoMr.rkey});
       peers_.emplace(p, std::move(r));
     }
     TUTTI_LOG_INFO(Subsys::kNet,
                    "ib: rank {} uses {}:{} ({}, {} Mb/s, MTU {}, lid {}; {}); {} queue pairs, "
                    "{} x {} KiB FIFO slots per peer, timeout {} retry {}, {} sends",
-                   ctx.rank, choice_.device, port, linkLayerName(pinfo.linkLayer),
-                   pinfo.speedMbps, mtuBytes(pinfo.activeMtu), pinfo.lid, gid_.reason,
-                   peers_.size(), settings_.slots, settings_.slotBytes / 1024, settings_.timeout,
+                   ctx.rank, choice_.device, port, linkLayerName(pinfo.linkLayer), pinfo.speedMbps,
+                   mtuBytes(pinfo.activeMtu), pinfo.lid, gid_.reason, peers_.size(),
+                   settings_.slots, settings_.slotBytes / 1024, settings_.timeout,
                    settings_.retryCnt, cache_ ? "zero-copy (registration cache)" : "staged");
     return serializeBlob(blob);
   }
@@ -364,8 +362,8 @@ class IbTransport final : public Transport {
     cfg.timeout = settings_.timeout;
     cfg.retryCnt = settings_.retryCnt;
     const uint32_t localQpn = res.qp->qpn();
-    auto conn = std::make_unique<IbConnection>(std::move(res), cache_, std::move(cfg),
-                                               ep->fifoAddr, ep->fifoRkey);
+    auto conn = std::make_unique<IbConnection>(std::move(res), cache_, std::move(cfg), ep->fifoAddr,
+                                               ep->fifoRkey);
     TUTTI_TRY(conn->start());
     TUTTI_LOG_INFO(Subsys::kNet,
                    "ib: rank {} connected to rank {} (host {}): QP {:#x} -> {:#x} on {}:{} -> "

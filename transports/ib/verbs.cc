@@ -124,8 +124,7 @@ std::string err(int e) { return errnoString(e); }
 /// directly, which we only have through the table).
 int queryPortRaw(ibv_context* ctx, uint8_t port, ibv_port_attr* attr) {
   verbs_context* vctx = verbs_get_ctx(ctx);
-  if (vctx != nullptr &&
-      vctx->sz >= sizeof(*vctx) - offsetof(verbs_context, query_port) &&
+  if (vctx != nullptr && vctx->sz >= sizeof(*vctx) - offsetof(verbs_context, query_port) &&
       vctx->query_port != nullptr) {
     return vctx->query_port(ctx, port, attr, sizeof(*attr));
   }
@@ -137,23 +136,50 @@ int speedMbps(const ibv_port_attr& a) {
   // active_speed codes (ibv_query_port(3)) in Mb/s per lane; active_width codes in lanes.
   int lane = 0;
   switch (a.active_speed) {
-    case 1: lane = 2500; break;
-    case 2: lane = 5000; break;
-    case 4: case 8: lane = 10000; break;
-    case 16: lane = 14000; break;
-    case 32: lane = 25000; break;
-    case 64: lane = 50000; break;
-    case 128: lane = 100000; break;
-    default: break;
+    case 1:
+      lane = 2500;
+      break;
+    case 2:
+      lane = 5000;
+      break;
+    case 4:
+    case 8:
+      lane = 10000;
+      break;
+    case 16:
+      lane = 14000;
+      break;
+    case 32:
+      lane = 25000;
+      break;
+    case 64:
+      lane = 50000;
+      break;
+    case 128:
+      lane = 100000;
+      break;
+    default:
+      break;
   }
   int lanes = 0;
   switch (a.active_width) {
-    case 1: lanes = 1; break;
-    case 2: lanes = 4; break;
-    case 4: lanes = 8; break;
-    case 8: lanes = 12; break;
-    case 16: lanes = 2; break;
-    default: break;
+    case 1:
+      lanes = 1;
+      break;
+    case 2:
+      lanes = 4;
+      break;
+    case 4:
+      lanes = 8;
+      break;
+    case 8:
+      lanes = 12;
+      break;
+    case 16:
+      lanes = 2;
+      break;
+    default:
+      break;
   }
   return lane * lanes;
 }
@@ -177,8 +203,8 @@ PortInfo toPortInfo(int port, const ibv_port_attr& a) {
 
 /// GID type from sysfs, for libraries without _ibv_query_gid_table.
 GidType sysfsGidType(const std::string& dev, int port, int index) {
-  std::ifstream f(fmt::format("/sys/class/infiniband/{}/ports/{}/gid_attrs/types/{}", dev, port,
-                              index));
+  std::ifstream f(
+      fmt::format("/sys/class/infiniband/{}/ports/{}/gid_attrs/types/{}", dev, port, index));
   std::string line;
   if (!std::getline(f, line)) return GidType::kUnknown;
   if (line.find("RoCE v2") != std::string::npos) return GidType::kRoceV2;
@@ -189,10 +215,14 @@ GidType sysfsGidType(const std::string& dev, int port, int index) {
 
 GidType fromVerbsGidType(uint32_t t) {
   switch (t) {
-    case IBV_GID_TYPE_IB: return GidType::kIb;
-    case IBV_GID_TYPE_ROCE_V1: return GidType::kRoceV1;
-    case IBV_GID_TYPE_ROCE_V2: return GidType::kRoceV2;
-    default: return GidType::kUnknown;
+    case IBV_GID_TYPE_IB:
+      return GidType::kIb;
+    case IBV_GID_TYPE_ROCE_V1:
+      return GidType::kRoceV1;
+    case IBV_GID_TYPE_ROCE_V2:
+      return GidType::kRoceV2;
+    default:
+      return GidType::kUnknown;
   }
 }
 
@@ -258,7 +288,8 @@ Result<std::shared_ptr<Device>> Device::open(const std::string& name) {
   gApi.freeDeviceList(list);
   if (dev->context_ == nullptr) return systemError("ib: device {} disappeared", name);
   dev->pd_ = gApi.allocPd(static_cast<ibv_context*>(dev->context_));
-  if (dev->pd_ == nullptr) return systemError("ib: ibv_alloc_pd on {} failed: {}", name, err(errno));
+  if (dev->pd_ == nullptr)
+    return systemError("ib: ibv_alloc_pd on {} failed: {}", name, err(errno));
   return dev;
 }
 
@@ -491,8 +522,7 @@ Status QueuePair::postWrite(uint64_t wrId, const void* src, uint32_t bytes, uint
   wr.wr.rdma.rkey = rkey;
   ibv_send_wr* bad = nullptr;
   if (int e = ibv_post_send(static_cast<ibv_qp*>(qp_), &wr, &bad))
-    return systemError("ib: ibv_post_send on QP {:#x} ({}) failed: {}", qpn_, dev_->name(),
-                       err(e));
+    return systemError("ib: ibv_post_send on QP {:#x} ({}) failed: {}", qpn_, dev_->name(), err(e));
   return Status::ok();
 }
 
@@ -507,8 +537,8 @@ Status QueuePair::postProbe(uint64_t wrId, uint64_t remoteAddr, uint32_t rkey) {
   wr.wr.rdma.rkey = rkey;
   ibv_send_wr* bad = nullptr;
   if (int e = ibv_post_send(static_cast<ibv_qp*>(qp_), &wr, &bad))
-    return systemError("ib: ibv_post_send (probe) on QP {:#x} ({}) failed: {}", qpn_,
-                       dev_->name(), err(e));
+    return systemError("ib: ibv_post_send (probe) on QP {:#x} ({}) failed: {}", qpn_, dev_->name(),
+                       err(e));
   return Status::ok();
 }
 
@@ -519,8 +549,7 @@ Status QueuePair::postRecv(uint64_t wrId) {
   wr.num_sge = 0;
   ibv_recv_wr* bad = nullptr;
   if (int e = ibv_post_recv(static_cast<ibv_qp*>(qp_), &wr, &bad))
-    return systemError("ib: ibv_post_recv on QP {:#x} ({}) failed: {}", qpn_, dev_->name(),
-                       err(e));
+    return systemError("ib: ibv_post_recv on QP {:#x} ({}) failed: {}", qpn_, dev_->name(), err(e));
   return Status::ok();
 }
 

@@ -98,11 +98,11 @@ struct PathParams {
   int port = 1;
   int gidIndex = 0;
   bool useGrh = false;
-  uint8_t mtu = 0;      ///< enum ibv_mtu of the path: min of both ports' active MTU
-  int timeout = 20;     ///< NCCL_IB_TIMEOUT: 4.096 us * 2^timeout per try
-  int retryCnt = 7;     ///< NCCL_IB_RETRY_CNT
-  int serviceLevel = 0;   ///< NCCL_IB_SL
-  int trafficClass = 0;   ///< NCCL_IB_TC
+  uint8_t mtu = 0;       ///< enum ibv_mtu of the path: min of both ports' active MTU
+  int timeout = 20;      ///< NCCL_IB_TIMEOUT: 4.096 us * 2^timeout per try
+  int retryCnt = 7;      ///< NCCL_IB_RETRY_CNT
+  int serviceLevel = 0;  ///< NCCL_IB_SL
+  int trafficClass = 0;  ///< NCCL_IB_TC
 };
 
 /// A reliable-connected queue pair whose send and receive queues complete on one CQ.

@@ -2,10 +2,10 @@
 // The status table behind completionErrorMessage (see wc_status.h).
 #include "transports/ib/wc_status.h"
 
+#include <fmt/format.h>
+
 #include <array>
 #include <cmath>
-
-#include <fmt/format.h>
 
 namespace tutti::transport::ib {
 namespace {
@@ -32,8 +32,7 @@ constexpr std::array<WcStatusInfo, 24> kTable = {{
      "earlier failure",
      "look for the first completion error logged before this one"},
     {"IBV_WC_MW_BIND_ERR", "memory window bind error", ""},
-    {"IBV_WC_BAD_RESP_ERR",
-     "bad response: the responder returned an unexpected transport opcode",
+    {"IBV_WC_BAD_RESP_ERR", "bad response: the responder returned an unexpected transport opcode",
      "check that both hosts run compatible firmware and drivers"},
     {"IBV_WC_LOC_ACCESS_ERR",
      "local access error: an incoming RDMA write with immediate hit a local protection error",
@@ -44,7 +43,8 @@ constexpr std::array<WcStatusInfo, 24> kTable = {{
      "check that both ranks run the same tutti version"},
     {"IBV_WC_REM_ACCESS_ERR",
      "remote access error: the peer rejected the RDMA write (rkey invalid, address outside its "
-     "registered FIFO, or remote write not permitted); the peer may have torn its communicator down",
+     "registered FIFO, or remote write not permitted); the peer may have torn its communicator "
+     "down",
      "check that the peer is alive and runs the same tutti version"},
     {"IBV_WC_REM_OP_ERR",
      "remote operation error: the responder could not complete the operation (its queue pair "
@@ -86,10 +86,10 @@ double ackTimeoutUs(int timeout) { return timeout <= 0 ? 0 : 4.096 * std::ldexp(
 
 std::string completionErrorMessage(const CompletionError& e) {
   const WcStatusInfo info = describeWcStatus(e.status);
-  std::string msg = fmt::format(
-      "ib: {} rank {} (host {}) failed with status {} ({}, vendor error {:#x}): {}",
-      e.isRecv ? "receive from" : "RDMA write to", e.peer, e.peerHost, e.status, info.name,
-      e.vendorErr, info.meaning);
+  std::string msg =
+      fmt::format("ib: {} rank {} (host {}) failed with status {} ({}, vendor error {:#x}): {}",
+                  e.isRecv ? "receive from" : "RDMA write to", e.peer, e.peerHost, e.status,
+                  info.name, e.vendorErr, info.meaning);
   if (!info.hint.empty()) msg += fmt::format("; {}", info.hint);
   if (e.status == 12 || e.status == 20) {  // IBV_WC_RETRY_EXC_ERR, IBV_WC_RESP_TIMEOUT_ERR
     const double us = ackTimeoutUs(e.timeout);
