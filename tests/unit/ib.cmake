@@ -12,3 +12,16 @@ if(TUTTI_HAVE_IB)
   tutti_add_test(ib_allreduce_test LABEL ib SOURCES ${TUTTI_IB_TESTS}/ib_allreduce_test.cc
     TIMEOUT 300)
 endif()
+
+# The ib transport end to end in one process over a fake libibverbs (tests/ib/fake_ibverbs.cc),
+# loaded through TUTTI_IB_LIBRARY: runs anywhere the verbs headers are installed.
+if(TUTTI_HAVE_IB)
+  add_library(tutti_fake_ibverbs SHARED ${TUTTI_IB_TESTS}/fake_ibverbs.cc)
+  target_include_directories(tutti_fake_ibverbs PRIVATE ${IBVERBS_INCLUDE_DIRS})
+  set_target_properties(tutti_fake_ibverbs PROPERTIES
+    LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests/fake_ibverbs)
+  tutti_add_test(ib_fake_verbs_test LABEL unit SOURCES ${TUTTI_IB_TESTS}/ib_fake_verbs_test.cc)
+  target_compile_definitions(ib_fake_verbs_test PRIVATE
+    TUTTI_FAKE_IBVERBS="$<TARGET_FILE:tutti_fake_ibverbs>")
+  add_dependencies(ib_fake_verbs_test tutti_fake_ibverbs)
+endif()

@@ -20,6 +20,7 @@
 #include <fstream>
 #include <mutex>
 
+#include "core/env.h"
 #include "core/log.h"
 
 namespace tutti::transport::ib::verbs {
@@ -63,6 +64,9 @@ struct Api {
   const char* (*portStateStr)(ibv_port_state) = nullptr;
 };
 
+TUTTI_PARAM_STRING(kIbLibrary, "TUTTI_IB_LIBRARY", nullptr, "NET", "libibverbs.so.1",
+                   "libibverbs to dlopen: a file name searched as usual, or a path");
+
 Api gApi;
 Status gLoadStatus = internalError("ib: libibverbs not loaded yet");
 std::once_flag gLoadOnce;
@@ -77,7 +81,8 @@ bool resolve(F& fn, const char* name, const char* version, bool required, std::s
 }
 
 void doLoad() {
-  constexpr const char* kLib = "libibverbs.so.1";
+  const std::string libName = kIbLibrary.get();
+  const char* kLib = libName.c_str();
   gApi.lib = ::dlopen(kLib, RTLD_NOW | RTLD_LOCAL);
   if (gApi.lib == nullptr) {
     const char* err = ::dlerror();
