@@ -158,9 +158,11 @@ Status CommImpl::init(const bootstrap::IdData& id, const Options& options) {
   std::string myBlobs;
   for (auto* e : entries) {
     transports_.push_back(e->make());
-    auto blob = transports_.back()->setup(ctx);
     std::string b;
-    if (blob.isOk()) {
+    if (std::string why = transports_.back()->unavailableReason(ctx); !why.empty()) {
+      TUTTI_LOG_INFO(Subsys::kInit, "init: transport {} not offered on rank {}: {}", e->name,
+                     rank_, why);
+    } else if (auto blob = transports_.back()->setup(ctx); blob.isOk()) {
       b.assign(reinterpret_cast<const char*>(blob->data()), blob->size());
       if (b.empty()) b = "-";  // available, nothing to say
     } else {

@@ -95,6 +95,11 @@ class Transport {
   virtual ~Transport() = default;
   virtual std::string_view name() const = 0;
 
+  /// Why this transport cannot run in this process (its library or device is missing, or the
+  /// environment disables it); empty when it can. Called once before setup(): a non-empty answer
+  /// skips the transport with an INFO log, and peers see it as unavailable on this rank.
+  virtual std::string unavailableReason(const Context&) { return {}; }
+
   /// Prepares this rank's side (listening socket, shared-memory segment). Returns the opaque
   /// address blob the peers need; it is exchanged through the bootstrap allgather.
   virtual Result<std::vector<std::byte>> setup(const Context& ctx) = 0;
@@ -122,7 +127,7 @@ class Transport {
 /// Registry: transports self-register with TUTTI_REGISTER_TRANSPORT(name, priority, factory).
 struct TransportEntry {
   std::string_view name;
-  int priority;  ///< higher first: self 100, shm 80, tcp 10
+  int priority;  ///< higher first: self 100, shm 80, ib 50, tcp 10
   std::function<std::unique_ptr<Transport>()> make;
 };
 std::vector<TransportEntry>& transportRegistry();
