@@ -516,6 +516,20 @@ Result<Work> CommImpl::runAsync(const CallArgs& a) {
   return Work(state);
 }
 
+Status CommImpl::runPlan(Plan& plan, const void* input, void* output) {
+  TUTTI_TRY(failed());
+  drainQueue();
+  std::lock_guard<std::mutex> lock(execMu_);
+  TUTTI_TRY(failed());
+  ++seq_;
+  Status s = tutti::execute(plan, input, output, scratchPool_.data(), exec_, seq_);
+  if (!s.isOk()) {
+    TUTTI_LOG_WARN(Subsys::kColl, "{}", s.message());
+    recordError(s);
+  }
+  return s;
+}
+
 void CommImpl::drainQueue() {
   std::unique_lock<std::mutex> lock(qMu_);
   qCv_.wait(lock, [&] { return (queue_.empty() && !running_) || stop_; });
