@@ -53,20 +53,26 @@ ncclResult_t enqueue(PendingOp op, ncclDataType_t datatype, ncclRedOp_t redop, n
     if (v >= 0 && v < ncclNumOps) {
       op.op = static_cast<RedOp>(v);
     } else {
-      std::lock_guard<std::mutex> lock(s->mu);
-      const int idx = v - kFirstDynamicOp;
-      if (idx < 0 || idx >= static_cast<int>(s->ops.size()) || !s->ops[idx].live)
-        return bad(invalidArgument("{}: invalid reduction operator {} (not built in, and not "
-                                   "created by ncclRedOpCreatePreMulSum on this communicator)",
-                                   op.api, v));
-      if (s->ops[idx].dtype != op.dtype)
-        return bad(invalidArgument("{}: operator {} was created for datatype {} but is used with "
-                                   "{}",
-                                   op.api, v, dataTypeName(s->ops[idx].dtype),
-                                   dataTypeName(op.dtype)));
-      op.op = RedOp::kSum;
-      op.preMul = true;
-      op.scalar = s->ops[idx].scalar;  // copied: the handle may be destroyed after this call
+      Status opError;
+      {
+        std::lock_guard<std::mutex> lock(s->mu);
+        const int idx = v - kFirstDynamicOp;
+        if (idx < 0 || idx >= static_cast<int>(s->ops.size()) || !s->ops[idx].live) {
+          opError = invalidArgument("{}: invalid reduction operator {} (not built in, and not "
+                                    "created by ncclRedOpCreatePreMulSum on this communicator)",
+                                    op.api, v);
+        } else if (s->ops[idx].dtype != op.dtype) {
+          opError = invalidArgument("{}: operator {} was created for datatype {} but is used "
+                                    "with {}",
+                                    op.api, v, dataTypeName(s->ops[idx].dtype),
+                                    dataTypeName(op.dtype));
+        } else {
+          op.op = RedOp::kSum;
+          op.preMul = true;
+          op.scalar = s->ops[idx].scalar;  // copied: the handle may be destroyed after this call
+        }
+      }
+      if (!opError.isOk()) return bad(opError);
     }
   }
   if (isRooted(op.coll) && (op.root < 0 || op.root >= s->nranks))

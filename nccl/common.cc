@@ -127,6 +127,8 @@ void initLogging() {
   std::call_once(once, [] {
     log::init();
     log::setLineStyle(log::LineStyle::kNccl);
+    // As NCCL: silent unless NCCL_DEBUG (or TUTTI_DEBUG) asks for output.
+    if (!env::get({"NCCL_DEBUG", "TUTTI_DEBUG"})) log::setLevel(LogLevel::kNone);
     if (!log::versionRequested()) return;
 #if TUTTI_HAVE_CUDA
     int rt = 0;
