@@ -521,6 +521,14 @@ Status CommImpl::runPlan(Plan& plan, const void* input, void* output) {
   drainQueue();
   std::lock_guard<std::mutex> lock(execMu_);
   TUTTI_TRY(failed());
+  if (plan.scratchBytes > scratchPool_.size()) {
+    try {
+      scratchPool_.resize(plan.scratchBytes);
+    } catch (const std::bad_alloc&) {
+      return systemError("{}: cannot allocate {} bytes of scratch", collName(plan.coll),
+                         plan.scratchBytes);
+    }
+  }
   ++seq_;
   Status s = tutti::execute(plan, input, output, scratchPool_.data(), exec_, seq_);
   if (!s.isOk()) {
@@ -528,6 +536,14 @@ Status CommImpl::runPlan(Plan& plan, const void* input, void* output) {
     recordError(s);
   }
   return s;
+}
+
+Result<const Plan*> CommImpl::planFor(const CallArgs& args, bool inPlace) {
+  TUTTI_TRY(failed());
+  drainQueue();
+  std::lock_guard<std::mutex> lock(execMu_);
+  TUTTI_TRY_ASSIGN(Plan * p, plan(args, inPlace));
+  return static_cast<const Plan*>(p);
 }
 
 void CommImpl::drainQueue() {

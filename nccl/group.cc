@@ -109,30 +109,79 @@ size_t fusedRun(const std::vector<PendingOp>& ops, size_t i, size_t limit) {
   return j - i;
 }
 
+// One plan made of the unfused calls' own plans, round by round: segment k's steps, with its
+// ranges moved to its place in the packed staging buffers, run in round r exactly as they would
+// alone. Every element is therefore reduced by the same algorithm in the same order as without
+// fusion (bit-identical results), while the latency of each round is paid once for all calls.
+// Out-of-place segments read the packed input; in-place ones read and write the packed output
+// only, as they do alone.
 Status runFused(CommState& s, std::vector<PendingOp>& ops, size_t first, size_t n) {
   const PendingOp& head = ops[first];
   TUTTI_TRY(ready(s, head.api));
   const size_t elem = dataTypeBytes(head.dtype);
   size_t total = 0;
   for (size_t k = first; k < first + n; ++k) total += ops[k].count;
-  TUTTI_TRY(ensureStaging(s, total * elem, head.api));
-  std::byte* buf = s.staging.data();
-  size_t off = 0;
+  TUTTI_TRY(ensureStaging(s, 2 * total * elem, head.api));
+  std::byte* in = s.staging.data();
+  std::byte* out = in + total * elem;
+  detail::CommImpl* impl = s.comm.impl();
+
+  Plan fused;
+  fused.coll = Coll::kAllReduce;
+  fused.elemBytes = elem;
+  fused.algorithm = "fused";
+  size_t off = 0, scratch = 0;
   for (size_t k = first; k < first + n; ++k) {
     const PendingOp& o = ops[k];
     TUTTI_TRY(syncStream(o.stream, o.api));
+    const bool inPlace = !o.preMul && o.send == o.recv;
+    std::byte* dst = (inPlace ? out : in) + off * elem;
     if (o.preMul)
-      TUTTI_TRY(kernels::scale(buf + off * elem, o.send, o.count, o.dtype, o.scalar.data()));
+      TUTTI_TRY(kernels::scale(dst, o.send, o.count, o.dtype, o.scalar.data()));
     else
-      std::memcpy(buf + off * elem, o.send, o.count * elem);
+      std::memcpy(dst, o.send, o.count * elem);
+    detail::CallArgs a;
+    a.coll = Coll::kAllReduce;
+    a.send = in + off * elem;
+    a.recv = inPlace ? const_cast<std::byte*>(in + off * elem) : out + off * elem;
+    a.count = o.count;
+    a.dtype = o.dtype;
+    a.op = o.op;
+    a.api = o.api;
+    TUTTI_TRY_ASSIGN(const Plan* p, impl->planFor(a, inPlace));
+    // Copied right away: building the next segment's plan may evict this one from the cache.
+    if (k == first) {
+      fused.reduce = p->reduce;
+      fused.divide = p->divide;
+      fused.divisor = p->divisor;
+    }
+    fused.algorithm += (k == first ? " " : "+") + p->algorithm;
+    const auto& rounds = p->schedule.rounds;
+    if (fused.schedule.rounds.size() < rounds.size()) fused.schedule.rounds.resize(rounds.size());
+    for (size_t r = 0; r < rounds.size(); ++r) {
+      for (algo::Step st : rounds[r]) {
+        if (inPlace) {  // alone, input and output are one buffer: keep them one
+          if (st.src == algo::Buf::kInput) st.src = algo::Buf::kOutput;
+          if (st.dst == algo::Buf::kInput) st.dst = algo::Buf::kOutput;
+        }
+        auto shift = [&](algo::Buf b) { return b == algo::Buf::kScratch ? scratch : off; };
+        st.srcOffset += shift(st.src);
+        st.dstOffset += shift(st.dst);
+        fused.schedule.rounds[r].push_back(st);
+      }
+    }
+    scratch += p->schedule.scratchCount;
     off += o.count;
   }
-  TUTTI_LOG_TRACE(Subsys::kColl, "group: fused {} allreduces into one of {} elements ({} {})", n,
-                  total, dataTypeName(head.dtype), redOpName(head.op));
-  TUTTI_TRY(s.comm.allReduce(buf, buf, total, head.dtype, head.op));
+  fused.schedule.scratchCount = scratch;
+  fused.scratchBytes = scratch * elem;
+  if (fused.divide) fused.divideCount = total;
+  TUTTI_LOG_TRACE(Subsys::kColl, "group: fused {} allreduces ({} elements, {} {}) as '{}'", n,
+                  total, dataTypeName(head.dtype), redOpName(head.op), fused.algorithm);
+  TUTTI_TRY(impl->runPlan(fused, in, out));
   off = 0;
   for (size_t k = first; k < first + n; ++k) {
-    std::memcpy(ops[k].recv, buf + off * elem, ops[k].count * elem);
+    std::memcpy(ops[k].recv, out + off * elem, ops[k].count * elem);
     off += ops[k].count;
   }
   return Status::ok();

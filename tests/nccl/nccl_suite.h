@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -262,6 +263,48 @@ inline void groups(Ctx& c) {
   SUITE_EXPECT(c, x[0] == 1, "a simulated group ran (x[0]=%d)", x[0]);
 }
 
+// Fusion changes no bit: inexact float sums (random data), in place and out of place, premulsum
+// and avg, grouped (fused when small) and one by one.
+inline void fusionIdentity(Ctx& c) {
+  const size_t sizes[] = {1024, 5, 1000, 3000, 17, 1024, 256, 999, 64, 4096};
+  const int k = sizeof sizes / sizeof sizes[0];
+  unsigned seed = 777u + static_cast<unsigned>(c.rank);
+  std::vector<std::vector<float>> in(k), one(k), grp(k);
+  float scalar = 0.1f * (c.rank + 1);
+  ncclRedOp_t premul;
+  SUITE_NCCL(c, ncclRedOpCreatePreMulSum(&premul, &scalar, ncclFloat, ncclScalarHostImmediate,
+                                         c.comm));
+  auto opOf = [&](int i) { return i == 3 ? premul : i == 6 ? ncclAvg : ncclSum; };
+  for (int i = 0; i < k; ++i) {
+    in[i].resize(sizes[i]);
+    for (auto& x : in[i]) x = static_cast<float>(rand_r(&seed)) / RAND_MAX * 2.f - 1.f;
+    one[i] = in[i];
+    grp[i] = in[i];
+  }
+  // One by one (i % 4 == 1: in place).
+  std::vector<std::vector<float>> outOne(k), outGrp(k);
+  for (int i = 0; i < k; ++i) {
+    outOne[i].assign(sizes[i], 0.f);
+    outGrp[i].assign(sizes[i], 0.f);
+    float* dst = i % 4 == 1 ? one[i].data() : outOne[i].data();
+    SUITE_NCCL(c, ncclAllReduce(one[i].data(), dst, sizes[i], ncclFloat, opOf(i), c.comm, nullptr));
+  }
+  SUITE_NCCL(c, ncclGroupStart());
+  for (int i = 0; i < k; ++i) {
+    float* dst = i % 4 == 1 ? grp[i].data() : outGrp[i].data();
+    SUITE_NCCL(c, ncclAllReduce(grp[i].data(), dst, sizes[i], ncclFloat, opOf(i), c.comm, nullptr));
+  }
+  SUITE_NCCL(c, ncclGroupEnd());
+  for (int i = 0; i < k; ++i) {
+    const auto& a = i % 4 == 1 ? one[i] : outOne[i];
+    const auto& b = i % 4 == 1 ? grp[i] : outGrp[i];
+    SUITE_EXPECT(c, std::memcmp(a.data(), b.data(), sizes[i] * sizeof(float)) == 0,
+                 "grouped allreduce %d (%zu floats) differs from the same call alone", i,
+                 sizes[i]);
+  }
+  SUITE_NCCL(c, ncclRedOpDestroy(premul, c.comm));
+}
+
 // Avg and premulsum with integers, premulsum on reduce and reducescatter.
 inline void customOps(Ctx& c) {
   const int n = c.nranks, me = c.rank;
@@ -509,6 +552,7 @@ inline int runAll(Ctx& c) {
   }
   pointToPoint(c);
   groups(c);
+  fusionIdentity(c);
   if (!c.quick) {
     customOps(c);
     communicators(c);
