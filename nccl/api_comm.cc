@@ -10,6 +10,7 @@
 #include "core/bootstrap.h"
 #include "core/config.h"
 #include "core/env.h"
+#include "core/launcher_env.h"
 #include "core/log.h"
 #include "nccl/group.h"
 #include "nccl/internal.h"
@@ -78,6 +79,14 @@ Result<UniqueId> freshId(bool allLocal) {
   }
   TUTTI_TRY_ASSIGN(d.root, bootstrap::startRoot(addr, d.secret, bootstrapTimeout()));
   return bootstrap::encodeId(d);
+}
+
+// Whether the launcher says every rank runs on this host (then the root binds loopback). Without
+// a launcher we cannot know: the root binds NCCL's default interface so that an id sent to other
+// hosts (MPI_Bcast, a store) is reachable; NCCL_SOCKET_IFNAME / TUTTI_SOCKET_IFNAME choose.
+bool launcherSaysLocal() {
+  auto e = readLaunchEnv();
+  return e.isOk() && e->localSize > 0 && e->localSize == e->nranks;
 }
 
 bool allLocal(const CommState& s) {
@@ -263,7 +272,7 @@ NCCL_API(ncclResult_t, ncclGetUniqueId, ncclUniqueId* uniqueId) {
                                   addr.status().message()));
     id = bootstrap::encodeId({fixedSecret(*spec), addr.value()});
   } else {
-    auto fresh = freshId(true);
+    auto fresh = freshId(launcherSaysLocal());
     if (!fresh.isOk()) return fail(fresh.status());
     id = fresh.value();
   }

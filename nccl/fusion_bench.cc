@@ -6,7 +6,8 @@
 //   grouped:  the same K calls inside one ncclGroupStart/End (fused when their total is at most
 //             TUTTI_FUSION_BYTES; run with TUTTI_FUSION_BYTES=0 to time the group unfused).
 // It checks that both give bit-identical results and prints the median time per iteration on
-// rank 0. Usage: tutti-nccl-fusion [-n ranks=4] [-k calls=10] [-b bytes=4096] [-i iters=2000]
+// rank 0. Ranks talk over loopback (NCCL_SOCKET_IFNAME=lo unless set).
+// Usage: tutti-nccl-fusion [-n ranks=4] [-k calls=10] [-b bytes=4096] [-i iters=2000]
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -119,6 +120,7 @@ int main(int argc, char** argv) {
     }
   }
   if (nranks < 1 || calls < 1 || iters < 1 || bytes < sizeof(float)) return 2;
+  setenv("NCCL_SOCKET_IFNAME", "lo", 0);  // one host: keep the rendezvous on loopback
   std::vector<int> readFds(nranks, -1), writeFds;
   for (int r = 1; r < nranks; ++r) {
     int p[2];

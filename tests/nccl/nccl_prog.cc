@@ -68,6 +68,8 @@ int runRank(int rank, int nranks, const ncclUniqueId& id, bool quick) {
 }
 
 int forkMode(int nranks, bool quick) {
+  // No launcher tells the library that every rank is local: keep the rendezvous on loopback.
+  setenv("NCCL_SOCKET_IFNAME", "lo", 0);
   std::vector<int> writeFds;
   std::vector<pid_t> pids;
   for (int r = 1; r < nranks; ++r) {
