@@ -31,8 +31,7 @@ bool usesRecv(Coll c, int rank, int root) {
   return !((c == Coll::kReduce || c == Coll::kGather) && rank != root);
 }
 bool isRooted(Coll c) {
-  return c == Coll::kBroadcast || c == Coll::kReduce || c == Coll::kGather ||
-         c == Coll::kScatter;
+  return c == Coll::kBroadcast || c == Coll::kReduce || c == Coll::kGather || c == Coll::kScatter;
 }
 bool hasReduction(Coll c) {
   return c == Coll::kAllReduce || c == Coll::kReduce || c == Coll::kReduceScatter;
@@ -58,14 +57,15 @@ ncclResult_t enqueue(PendingOp op, ncclDataType_t datatype, ncclRedOp_t redop, n
         std::lock_guard<std::mutex> lock(s->mu);
         const int idx = v - kFirstDynamicOp;
         if (idx < 0 || idx >= static_cast<int>(s->ops.size()) || !s->ops[idx].live) {
-          opError = invalidArgument("{}: invalid reduction operator {} (not built in, and not "
-                                    "created by ncclRedOpCreatePreMulSum on this communicator)",
-                                    op.api, v);
+          opError = invalidArgument(
+              "{}: invalid reduction operator {} (not built in, and not "
+              "created by ncclRedOpCreatePreMulSum on this communicator)",
+              op.api, v);
         } else if (s->ops[idx].dtype != op.dtype) {
-          opError = invalidArgument("{}: operator {} was created for datatype {} but is used "
-                                    "with {}",
-                                    op.api, v, dataTypeName(s->ops[idx].dtype),
-                                    dataTypeName(op.dtype));
+          opError = invalidArgument(
+              "{}: operator {} was created for datatype {} but is used "
+              "with {}",
+              op.api, v, dataTypeName(s->ops[idx].dtype), dataTypeName(op.dtype));
         } else {
           op.op = RedOp::kSum;
           op.preMul = true;
@@ -80,16 +80,18 @@ ncclResult_t enqueue(PendingOp op, ncclDataType_t datatype, ncclRedOp_t redop, n
   if (op.kind != PendingOp::Kind::kColl && (op.peer < 0 || op.peer >= s->nranks))
     return bad(invalidArgument("{}: peer {} is outside [0, {})", op.api, op.peer, s->nranks));
   if (op.count > 0) {
-    const bool needSend = op.kind == PendingOp::Kind::kSend ||
-                          (op.kind == PendingOp::Kind::kColl && usesSend(op.coll, s->rank, op.root));
-    const bool needRecv = op.kind == PendingOp::Kind::kRecv ||
-                          (op.kind == PendingOp::Kind::kColl && usesRecv(op.coll, s->rank, op.root));
+    const bool needSend =
+        op.kind == PendingOp::Kind::kSend ||
+        (op.kind == PendingOp::Kind::kColl && usesSend(op.coll, s->rank, op.root));
+    const bool needRecv =
+        op.kind == PendingOp::Kind::kRecv ||
+        (op.kind == PendingOp::Kind::kColl && usesRecv(op.coll, s->rank, op.root));
     if (needSend && !op.send)
-      return bad(invalidArgument("{}: sendbuff is NULL (count={}, rank={})", op.api, op.count,
-                                 s->rank));
+      return bad(
+          invalidArgument("{}: sendbuff is NULL (count={}, rank={})", op.api, op.count, s->rank));
     if (needRecv && !op.recv)
-      return bad(invalidArgument("{}: recvbuff is NULL (count={}, rank={})", op.api, op.count,
-                                 s->rank));
+      return bad(
+          invalidArgument("{}: recvbuff is NULL (count={}, rank={})", op.api, op.count, s->rank));
     if (Status m = checkHostMemory(needSend ? op.send : nullptr, op.api, "sendbuff"); !m.isOk())
       return bad(m);
     if (Status m = checkHostMemory(needRecv ? op.recv : nullptr, op.api, "recvbuff"); !m.isOk())
@@ -142,8 +144,7 @@ NCCL_API(ncclResult_t, ncclAllReduce, const void* sendbuff, void* recvbuff, size
 }
 
 NCCL_API(ncclResult_t, ncclReduce, const void* sendbuff, void* recvbuff, size_t count,
-         ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm,
-         cudaStream_t stream) {
+         ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
   return enqueue(collOp("ncclReduce", Coll::kReduce, sendbuff, recvbuff, count, root, stream),
                  datatype, op, comm);
 }
@@ -162,16 +163,16 @@ NCCL_API(ncclResult_t, ncclBroadcast, const void* sendbuff, void* recvbuff, size
 
 NCCL_API(ncclResult_t, ncclReduceScatter, const void* sendbuff, void* recvbuff, size_t recvcount,
          ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
-  return enqueue(collOp("ncclReduceScatter", Coll::kReduceScatter, sendbuff, recvbuff, recvcount,
-                        0, stream),
-                 datatype, op, comm);
+  return enqueue(
+      collOp("ncclReduceScatter", Coll::kReduceScatter, sendbuff, recvbuff, recvcount, 0, stream),
+      datatype, op, comm);
 }
 
 NCCL_API(ncclResult_t, ncclAllGather, const void* sendbuff, void* recvbuff, size_t sendcount,
          ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
   return enqueue(
-      collOp("ncclAllGather", Coll::kAllGather, sendbuff, recvbuff, sendcount, 0, stream),
-      datatype, ncclSum, comm);
+      collOp("ncclAllGather", Coll::kAllGather, sendbuff, recvbuff, sendcount, 0, stream), datatype,
+      ncclSum, comm);
 }
 
 NCCL_API(ncclResult_t, ncclAlltoAll, const void* sendbuff, void* recvbuff, size_t count,
@@ -272,9 +273,9 @@ NCCL_API(ncclResult_t, ncclRedOpDestroy, ncclRedOp_t op, ncclComm_t comm) {
       return ncclSuccess;
     }
   }
-  return fail(invalidArgument("ncclRedOpDestroy: operator {} is {} on this communicator",
-                              static_cast<int>(op),
-                              idx < 0 ? "built in" : "not a live ncclRedOpCreatePreMulSum operator"),
+  return fail(invalidArgument(
+                  "ncclRedOpDestroy: operator {} is {} on this communicator", static_cast<int>(op),
+                  idx < 0 ? "built in" : "not a live ncclRedOpCreatePreMulSum operator"),
               s);
 }
 
@@ -286,7 +287,8 @@ NCCL_API(ncclResult_t, ncclCommRegister, const ncclComm_t comm, void* buff, size
   if (!cs.isOk()) return fail(cs.status());
   CommState* s = cs.value();
   if (!handle) return fail(invalidArgument("ncclCommRegister: handle is NULL"), s);
-  if (!buff && size > 0) return fail(invalidArgument("ncclCommRegister: buff is NULL (size={})", size), s);
+  if (!buff && size > 0)
+    return fail(invalidArgument("ncclCommRegister: buff is NULL (size={})", size), s);
   auto* r = new Registration{buff, size};
   std::lock_guard<std::mutex> lock(s->mu);
   s->registrations[r] = size;

@@ -147,15 +147,19 @@ ncclResult_t initRankConfig(const char* api, ncclComm_t* comm, int nranks,
                             int cudaDev) {
   initLogging();
   Status st;
-  if (!comm) st = invalidArgument("{}: comm (the output pointer) is NULL", api);
-  else if (nranks < 1) st = invalidArgument("{}: nranks must be >= 1 (nranks={})", api, nranks);
+  if (!comm)
+    st = invalidArgument("{}: comm (the output pointer) is NULL", api);
+  else if (nranks < 1)
+    st = invalidArgument("{}: nranks must be >= 1 (nranks={})", api, nranks);
   else if (rank < 0 || rank >= nranks)
     st = invalidArgument("{}: rank {} is outside [0, {})", api, rank, nranks);
   Config cfg;
   if (st.isOk()) {
     auto c = readConfig(config, api);
-    if (c.isOk()) cfg = c.value();
-    else st = c.status();
+    if (c.isOk())
+      cfg = c.value();
+    else
+      st = c.status();
   }
   const UniqueId id = toTutti(commId);
   if (st.isOk()) {
@@ -175,7 +179,8 @@ ncclResult_t initRankConfig(const char* api, ncclComm_t* comm, int nranks,
   state->config = cfg;
   state->cudaDev = cudaDev >= 0 ? cudaDev : currentDevice();
   CommState* raw = state.get();
-  return createComm(comm, state, [raw, id] { return joinComm(*raw, id); }, api);
+  return createComm(
+      comm, state, [raw, id] { return joinComm(*raw, id); }, api);
 }
 
 // ---- split and shrink ----
@@ -200,8 +205,10 @@ Status doSplit(CommState& parent, int color, int key, CommState* child) {
   Status made;
   if (color >= 0 && members.front() == parent.rank) {
     auto id = freshId(allLocal(parent));
-    if (id.isOk()) myId = id.value();
-    else made = id.status();  // still take part in the exchange so that no peer hangs
+    if (id.isOk())
+      myId = id.value();
+    else
+      made = id.status();  // still take part in the exchange so that no peer hangs
   }
   TUTTI_TRY(parent.comm.allGather(myId.bytes.data(), ids.data(), 128, DataType::kUint8));
   TUTTI_TRY(made);
@@ -209,8 +216,8 @@ Status doSplit(CommState& parent, int color, int key, CommState* child) {
   UniqueId id;
   std::memcpy(id.bytes.data(), ids.data() + static_cast<size_t>(members.front()) * 128, 128);
   child->nranks = static_cast<int>(members.size());
-  child->rank = static_cast<int>(std::find(members.begin(), members.end(), parent.rank) -
-                                 members.begin());
+  child->rank =
+      static_cast<int>(std::find(members.begin(), members.end(), parent.rank) - members.begin());
   TUTTI_LOG_INFO(Subsys::kInit, "ncclCommSplit: rank {} color {} key {} -> rank {} of {}",
                  parent.rank, color, key, child->rank, child->nranks);
   return joinComm(*child, id);
@@ -225,8 +232,7 @@ Status doShrink(CommState& parent, std::vector<int> survivors, CommState* child,
   if (parent.rank == leader) {
     TUTTI_TRY_ASSIGN(id, freshId(allLocal(parent)));
     for (int r : survivors)
-      if (r != leader)
-        TUTTI_TRY(parent.comm.send(id.bytes.data(), 128, DataType::kUint8, r));
+      if (r != leader) TUTTI_TRY(parent.comm.send(id.bytes.data(), 128, DataType::kUint8, r));
   } else {
     TUTTI_TRY(parent.comm.recv(id.bytes.data(), 128, DataType::kUint8, leader));
   }
@@ -293,9 +299,10 @@ NCCL_API(ncclResult_t, ncclCommInitRank, ncclComm_t* comm, int nranks, ncclUniqu
 NCCL_API(ncclResult_t, ncclCommInitRankScalable, ncclComm_t* newcomm, int nranks, int myrank,
          int nId, ncclUniqueId* commIds, ncclConfig_t* config) {
   if (nId < 1 || !commIds)
-    return failArg(invalidArgument("ncclCommInitRankScalable: need nId >= 1 ids (nId={}, "
-                                   "commIds={})",
-                                   nId, static_cast<const void*>(commIds)));
+    return failArg(
+        invalidArgument("ncclCommInitRankScalable: need nId >= 1 ids (nId={}, "
+                        "commIds={})",
+                        nId, static_cast<const void*>(commIds)));
   // One root serves every rank: the others' ids are valid but unused.
   return initRankConfig("ncclCommInitRankScalable", newcomm, nranks, commIds[0], myrank, config,
                         -1);
@@ -304,7 +311,8 @@ NCCL_API(ncclResult_t, ncclCommInitRankScalable, ncclComm_t* newcomm, int nranks
 NCCL_API(ncclResult_t, ncclCommInitAll, ncclComm_t* comm, int ndev, const int* devlist) {
   initLogging();
   if (!comm) return failArg(invalidArgument("ncclCommInitAll: comm is NULL"));
-  if (ndev < 1) return failArg(invalidArgument("ncclCommInitAll: ndev must be >= 1 (ndev={})", ndev));
+  if (ndev < 1)
+    return failArg(invalidArgument("ncclCommInitAll: ndev must be >= 1 (ndev={})", ndev));
   auto fresh = freshId(true);
   if (!fresh.isOk()) return failArg(fresh.status());
   ncclUniqueId id;
@@ -365,8 +373,10 @@ NCCL_API(ncclResult_t, ncclCommAbort, ncclComm_t comm) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   comm->magic = 0;
   if (st->activeCalls.load() > 0) {
-    TUTTI_LOG_WARN(Subsys::kInit, "ncclCommAbort: a call on comm {} did not return within 5 s; "
-                   "its memory is kept", static_cast<const void*>(comm));
+    TUTTI_LOG_WARN(Subsys::kInit,
+                   "ncclCommAbort: a call on comm {} did not return within 5 s; "
+                   "its memory is kept",
+                   static_cast<const void*>(comm));
     return ncclSuccess;
   }
   delete comm;
@@ -377,9 +387,10 @@ NCCL_API(ncclResult_t, ncclCommRevoke, ncclComm_t comm, int revokeFlags) {
   auto s = checkComm(comm, "ncclCommRevoke");
   if (!s.isOk()) return fail(s.status());
   if (revokeFlags != NCCL_REVOKE_DEFAULT)
-    return fail(invalidArgument("ncclCommRevoke: revokeFlags must be NCCL_REVOKE_DEFAULT (0) "
-                                "(revokeFlags={})",
-                                revokeFlags));
+    return fail(
+        invalidArgument("ncclCommRevoke: revokeFlags must be NCCL_REVOKE_DEFAULT (0) "
+                        "(revokeFlags={})",
+                        revokeFlags));
   CommState* st = s.value();
   st->revoked.store(true);
   if (st->ready.load()) st->comm.abort();
@@ -448,9 +459,9 @@ NCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int* excludeRanksList,
   for (int i = 0; i < excludeRanksCount; ++i) {
     const int r = excludeRanksList[i];
     if (r < 0 || r >= st->nranks)
-      return failArg(invalidArgument("ncclCommShrink: excluded rank {} is outside [0, {})", r,
-                                     st->nranks),
-                     st);
+      return failArg(
+          invalidArgument("ncclCommShrink: excluded rank {} is outside [0, {})", r, st->nranks),
+          st);
     excluded[r] = true;
   }
   if (excluded[st->rank])
@@ -493,15 +504,24 @@ NCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int* excludeRanksList,
 
 NCCL_API(const char*, ncclGetErrorString, ncclResult_t result) {
   switch (result) {
-    case ncclSuccess: return "no error";
-    case ncclUnhandledCudaError: return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
-    case ncclSystemError: return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
-    case ncclInternalError: return "internal error - please report this issue to the NCCL developers";
-    case ncclInvalidArgument: return "invalid argument (run with NCCL_DEBUG=WARN for details)";
-    case ncclInvalidUsage: return "invalid usage (run with NCCL_DEBUG=WARN for details)";
-    case ncclRemoteError: return "remote process exited or there was a network error";
-    case ncclInProgress: return "NCCL operation in progress";
-    default: return "unknown result code";
+    case ncclSuccess:
+      return "no error";
+    case ncclUnhandledCudaError:
+      return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
+    case ncclSystemError:
+      return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
+    case ncclInternalError:
+      return "internal error - please report this issue to the NCCL developers";
+    case ncclInvalidArgument:
+      return "invalid argument (run with NCCL_DEBUG=WARN for details)";
+    case ncclInvalidUsage:
+      return "invalid usage (run with NCCL_DEBUG=WARN for details)";
+    case ncclRemoteError:
+      return "remote process exited or there was a network error";
+    case ncclInProgress:
+      return "NCCL operation in progress";
+    default:
+      return "unknown result code";
   }
 }
 

@@ -145,16 +145,19 @@ NCCL_API(ncclResult_t, ncclCommResume, ncclComm_t comm) {
   s.value()->suspended.store(false);
   return ncclSuccess;
 }
-NCCL_API(ncclResult_t, ncclCommMemStats, ncclComm_t comm, ncclCommMemStat_t stat,
-         uint64_t* value) {
+NCCL_API(ncclResult_t, ncclCommMemStats, ncclComm_t comm, ncclCommMemStat_t stat, uint64_t* value) {
   auto s = checkComm(comm, "ncclCommMemStats");
   if (!s.isOk()) return fail(s.status());
   if (!value) return fail(invalidArgument("ncclCommMemStats: value is NULL"), s.value());
   switch (stat) {
     case ncclStatGpuMemSuspend:
     case ncclStatGpuMemPersist:
-    case ncclStatGpuMemTotal: *value = 0; return ncclSuccess;  // no GPU memory on host paths
-    case ncclStatGpuMemSuspended: *value = s.value()->suspended.load() ? 1 : 0; return ncclSuccess;
+    case ncclStatGpuMemTotal:
+      *value = 0;
+      return ncclSuccess;  // no GPU memory on host paths
+    case ncclStatGpuMemSuspended:
+      *value = s.value()->suspended.load() ? 1 : 0;
+      return ncclSuccess;
   }
   return fail(invalidArgument("ncclCommMemStats: unknown stat {}", static_cast<int>(stat)),
               s.value());
@@ -230,8 +233,7 @@ NCCL_API(ncclResult_t, ncclParamGet, ncclParamHandle_t h, void* out, int maxLen,
   if (out && maxLen > 0) std::memcpy(out, v->data(), std::min<size_t>(v->size(), maxLen));
   return ncclSuccess;
 }
-NCCL_API(ncclResult_t, ncclParamGetParameter, const char* key, const char** value,
-         int* valueLen) {
+NCCL_API(ncclResult_t, ncclParamGetParameter, const char* key, const char** value, int* valueLen) {
   if (!key || !value)
     return fail(invalidArgument("ncclParamGetParameter: key and value must not be NULL"));
   std::string k = key;
@@ -247,8 +249,9 @@ NCCL_API(ncclResult_t, ncclParamGetParameter, const char* key, const char** valu
 }
 NCCL_API(ncclResult_t, ncclParamGetAllParameterKeys, const char*** table, int* tableLen) {
   if (!table || !tableLen)
-    return fail(invalidArgument("ncclParamGetAllParameterKeys: table and tableLen must not be "
-                                "NULL"));
+    return fail(
+        invalidArgument("ncclParamGetAllParameterKeys: table and tableLen must not be "
+                        "NULL"));
   static thread_local std::vector<std::string> keys;
   static thread_local std::vector<const char*> ptrs;
   keys = ncclEnvKeys();

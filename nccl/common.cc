@@ -22,15 +22,24 @@ std::string gLastError;  // the most recent error of any thread
 
 ncclResult_t toResult(Code code) {
   switch (code) {
-    case Code::kSuccess: return ncclSuccess;
-    case Code::kUnhandledCudaError: return ncclUnhandledCudaError;
-    case Code::kSystemError: return ncclSystemError;
-    case Code::kInternalError: return ncclInternalError;
-    case Code::kInvalidArgument: return ncclInvalidArgument;
-    case Code::kInvalidUsage: return ncclInvalidUsage;
-    case Code::kRemoteError: return ncclRemoteError;
-    case Code::kInProgress: return ncclInProgress;
-    case Code::kTimeout: return ncclRemoteError;  // NCCL 2.28 has no timeout code
+    case Code::kSuccess:
+      return ncclSuccess;
+    case Code::kUnhandledCudaError:
+      return ncclUnhandledCudaError;
+    case Code::kSystemError:
+      return ncclSystemError;
+    case Code::kInternalError:
+      return ncclInternalError;
+    case Code::kInvalidArgument:
+      return ncclInvalidArgument;
+    case Code::kInvalidUsage:
+      return ncclInvalidUsage;
+    case Code::kRemoteError:
+      return ncclRemoteError;
+    case Code::kInProgress:
+      return ncclInProgress;
+    case Code::kTimeout:
+      return ncclRemoteError;  // NCCL 2.28 has no timeout code
   }
   return ncclInternalError;
 }
@@ -61,9 +70,10 @@ const std::string& threadLastError() {
 Result<CommState*> checkComm(ncclComm_t comm, const char* api) {
   if (!comm) return invalidArgument("{}: comm is NULL", api);
   if (comm->magic != kCommMagic || !comm->state)
-    return invalidArgument("{}: comm {} is not a live communicator (destroyed, or not returned "
-                           "by ncclCommInit*)",
-                           api, static_cast<const void*>(comm));
+    return invalidArgument(
+        "{}: comm {} is not a live communicator (destroyed, or not returned "
+        "by ncclCommInit*)",
+        api, static_cast<const void*>(comm));
   return comm->state.get();
 }
 
@@ -98,9 +108,10 @@ Status checkHostMemory(const void* p, const char* api, const char* arg) {
     return Status::ok();  // unknown to CUDA: plain host memory
   }
   if (attr.type == cudaMemoryTypeDevice)
-    return invalidUsage("{}: {} {} is CUDA device memory (device {}); this tutti release runs "
-                        "collectives on host memory only (device memory comes with the GPU path)",
-                        api, arg, p, attr.device);
+    return invalidUsage(
+        "{}: {} {} is CUDA device memory (device {}); this tutti release runs "
+        "collectives on host memory only (device memory comes with the GPU path)",
+        api, arg, p, attr.device);
 #else
   (void)api;
   (void)arg;
@@ -137,10 +148,11 @@ void initLogging() {
 #else
     const std::string cuda = "nocuda";
 #endif
-    log::writeBanner(fmt::format("NCCL version {}.{}.{}+{} (tutti {} emulating NCCL {}.{}.{}; "
-                                 "host memory)",
-                                 NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH, cuda, versionString(),
-                                 NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH));
+    log::writeBanner(
+        fmt::format("NCCL version {}.{}.{}+{} (tutti {} emulating NCCL {}.{}.{}; "
+                    "host memory)",
+                    NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH, cuda, versionString(), NCCL_MAJOR,
+                    NCCL_MINOR, NCCL_PATCH));
   });
 }
 
@@ -149,9 +161,10 @@ Result<Config> readConfig(const ncclConfig_t* in, const char* api) {
   ncclConfig_t v = NCCL_CONFIG_INITIALIZER;
   if (in) {
     if (in->magic != NCCL_API_MAGIC)
-      return invalidArgument("{}: ncclConfig_t argument not initialized via "
-                             "NCCL_CONFIG_INITIALIZER (magic={:#x})",
-                             api, in->magic);
+      return invalidArgument(
+          "{}: ncclConfig_t argument not initialized via "
+          "NCCL_CONFIG_INITIALIZER (magic={:#x})",
+          api, in->magic);
     const size_t minSize = offsetof(ncclConfig_t, blocking) + sizeof(int);
     if (in->size < minSize)
       return invalidArgument("{}: ncclConfig_t size {} is smaller than any NCCL version's", api,
@@ -202,9 +215,7 @@ struct Worker::Shared {
 
 Worker::Worker() : sh_(std::make_shared<Shared>()) {}
 
-Worker::~Worker() {
-  stop(std::chrono::hours(24), false);
-}
+Worker::~Worker() { stop(std::chrono::hours(24), false); }
 
 void Worker::submit(std::function<void()> task) {
   std::lock_guard<std::mutex> lock(sh_->mu);

@@ -9,6 +9,7 @@
 // rank 0. Ranks talk over loopback (NCCL_SOCKET_IFNAME=lo unless set).
 // Usage: tutti-nccl-fusion [-n ranks=4] [-k calls=10] [-b bytes=4096] [-i iters=2000]
 #include <sys/wait.h>
+#include <tutti/nccl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,18 +19,16 @@
 #include <cstring>
 #include <vector>
 
-#include <tutti/nccl.h>
-
 namespace {
 
-#define CHECK(call)                                                                       \
-  do {                                                                                    \
-    ncclResult_t r_ = (call);                                                             \
-    if (r_ != ncclSuccess) {                                                              \
-      std::fprintf(stderr, "rank %d: %s failed: %s (%s)\n", rank, #call,                  \
-                   ncclGetErrorString(r_), ncclGetLastError(nullptr));                    \
-      return 1;                                                                           \
-    }                                                                                     \
+#define CHECK(call)                                                                              \
+  do {                                                                                           \
+    ncclResult_t r_ = (call);                                                                    \
+    if (r_ != ncclSuccess) {                                                                     \
+      std::fprintf(stderr, "rank %d: %s failed: %s (%s)\n", rank, #call, ncclGetErrorString(r_), \
+                   ncclGetLastError(nullptr));                                                   \
+      return 1;                                                                                  \
+    }                                                                                            \
   } while (0)
 
 using Clock = std::chrono::steady_clock;
@@ -62,15 +61,15 @@ int runRank(int rank, int nranks, int readFd, const std::vector<int>& writeFds, 
 
   auto separate = [&]() -> int {
     for (int k = 0; k < calls; ++k)
-      CHECK(ncclAllReduce(in[k].data(), outSep[k].data(), count, ncclFloat, ncclSum, comm,
-                          nullptr));
+      CHECK(
+          ncclAllReduce(in[k].data(), outSep[k].data(), count, ncclFloat, ncclSum, comm, nullptr));
     return 0;
   };
   auto grouped = [&]() -> int {
     CHECK(ncclGroupStart());
     for (int k = 0; k < calls; ++k)
-      CHECK(ncclAllReduce(in[k].data(), outGrp[k].data(), count, ncclFloat, ncclSum, comm,
-                          nullptr));
+      CHECK(
+          ncclAllReduce(in[k].data(), outGrp[k].data(), count, ncclFloat, ncclSum, comm, nullptr));
     CHECK(ncclGroupEnd());
     return 0;
   };
@@ -92,9 +91,10 @@ int runRank(int rank, int nranks, int readFd, const std::vector<int>& writeFds, 
     wrong += std::memcmp(outSep[k].data(), outGrp[k].data(), bytes) != 0;
   if (rank == 0) {
     const char* fb = std::getenv("TUTTI_FUSION_BYTES");
-    std::printf("# tutti-nccl-fusion: %d ranks, %d allreduces of %zu bytes (float sum), %d iters, "
-                "TUTTI_FUSION_BYTES=%s\n",
-                nranks, calls, bytes, iters, fb ? fb : "(default)");
+    std::printf(
+        "# tutti-nccl-fusion: %d ranks, %d allreduces of %zu bytes (float sum), %d iters, "
+        "TUTTI_FUSION_BYTES=%s\n",
+        nranks, calls, bytes, iters, fb ? fb : "(default)");
     std::printf("separate calls : %9.2f us per %d calls (median)\n", median(sep), calls);
     std::printf("one group      : %9.2f us per %d calls (median)\n", median(grp), calls);
     std::printf("speedup        : %9.2fx\n", median(sep) / median(grp));
@@ -110,10 +110,14 @@ int main(int argc, char** argv) {
   int nranks = 4, calls = 10, iters = 2000;
   size_t bytes = 4096;
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "-n")) nranks = std::atoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "-k")) calls = std::atoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "-b")) bytes = std::strtoull(argv[i + 1], nullptr, 10);
-    else if (!std::strcmp(argv[i], "-i")) iters = std::atoi(argv[i + 1]);
+    if (!std::strcmp(argv[i], "-n"))
+      nranks = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "-k"))
+      calls = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "-b"))
+      bytes = std::strtoull(argv[i + 1], nullptr, 10);
+    else if (!std::strcmp(argv[i], "-i"))
+      iters = std::atoi(argv[i + 1]);
     else {
       std::fprintf(stderr, "usage: %s [-n ranks] [-k calls] [-b bytes] [-i iters]\n", argv[0]);
       return 2;

@@ -5,6 +5,8 @@
 // single round posts every message at once (so ring exchanges and all-to-alls cannot deadlock).
 // Several communicators in one group run concurrently: one on the calling thread, the others on
 // their workers.
+#include "nccl/group.h"
+
 #include <algorithm>
 #include <cstring>
 
@@ -15,7 +17,6 @@
 #include "core/env.h"
 #include "core/log.h"
 #include "kernels/reduce.h"
-#include "nccl/group.h"
 
 namespace tutti::nccl {
 
@@ -54,8 +55,8 @@ Status ready(CommState& s, const char* api) {
   TUTTI_TRY(checkUsable(s, api));
   if (!s.ready.load()) {
     Status e = s.asyncError();
-    if (!e.isOk()) return Status(e.code(), fmt::format("{}: communicator init failed: {}", api,
-                                                       e.message()));
+    if (!e.isOk())
+      return Status(e.code(), fmt::format("{}: communicator init failed: {}", api, e.message()));
     return invalidUsage("{}: the communicator is not initialised", api);
   }
   return Status::ok();
@@ -74,15 +75,24 @@ Status runColl(CommState& s, const PendingOp& op) {
     send = s.staging.data();
   }
   switch (op.coll) {
-    case Coll::kAllReduce: return c.allReduce(send, op.recv, op.count, op.dtype, op.op);
-    case Coll::kReduce: return c.reduce(send, op.recv, op.count, op.dtype, op.op, op.root);
-    case Coll::kReduceScatter: return c.reduceScatter(send, op.recv, op.count, op.dtype, op.op);
-    case Coll::kAllGather: return c.allGather(send, op.recv, op.count, op.dtype);
-    case Coll::kBroadcast: return c.broadcast(send, op.recv, op.count, op.dtype, op.root);
-    case Coll::kAllToAll: return c.allToAll(send, op.recv, op.count, op.dtype);
-    case Coll::kGather: return c.gather(send, op.recv, op.count, op.dtype, op.root);
-    case Coll::kScatter: return c.scatter(send, op.recv, op.count, op.dtype, op.root);
-    default: return internalError("{}: unexpected collective {}", op.api, collName(op.coll));
+    case Coll::kAllReduce:
+      return c.allReduce(send, op.recv, op.count, op.dtype, op.op);
+    case Coll::kReduce:
+      return c.reduce(send, op.recv, op.count, op.dtype, op.op, op.root);
+    case Coll::kReduceScatter:
+      return c.reduceScatter(send, op.recv, op.count, op.dtype, op.op);
+    case Coll::kAllGather:
+      return c.allGather(send, op.recv, op.count, op.dtype);
+    case Coll::kBroadcast:
+      return c.broadcast(send, op.recv, op.count, op.dtype, op.root);
+    case Coll::kAllToAll:
+      return c.allToAll(send, op.recv, op.count, op.dtype);
+    case Coll::kGather:
+      return c.gather(send, op.recv, op.count, op.dtype, op.root);
+    case Coll::kScatter:
+      return c.scatter(send, op.recv, op.count, op.dtype, op.root);
+    default:
+      return internalError("{}: unexpected collective {}", op.api, collName(op.coll));
   }
 }
 
@@ -208,9 +218,10 @@ Status runP2p(CommState& s, const std::vector<PendingOp*>& ops) {
     }
   }
   if (selfSends != selfRecvs)
-    return invalidUsage("{}: a send to this rank itself ({}) needs a matching receive of the same "
-                        "size in the same group (rank {}: {} sends, {} receives to self)",
-                        api, s.rank, s.rank, selfSends.size(), selfRecvs.size());
+    return invalidUsage(
+        "{}: a send to this rank itself ({}) needs a matching receive of the same "
+        "size in the same group (rank {}: {} sends, {} receives to self)",
+        api, s.rank, s.rank, selfSends.size(), selfRecvs.size());
   Plan plan;
   plan.coll = Coll::kSendRecv;
   plan.algorithm = "grouped send/recv";
@@ -240,9 +251,9 @@ Status runP2p(CommState& s, const std::vector<PendingOp*>& ops) {
 }
 
 // Runs batches on several communicators: the first on this thread, the others on their workers.
-Status runConcurrently(std::vector<std::pair<std::shared_ptr<CommState>, std::vector<PendingOp>>>&
-                           batches,
-                       size_t fusion) {
+Status runConcurrently(
+    std::vector<std::pair<std::shared_ptr<CommState>, std::vector<PendingOp>>>& batches,
+    size_t fusion) {
   struct Join {
     std::mutex mu;
     std::condition_variable cv;
@@ -378,8 +389,10 @@ NCCL_API(ncclResult_t, ncclGroupEnd, void) {
     // NCCL: an argument error inside the group cancels the whole group.
     for (auto& [comm, op] : ops)
       if (op.kind == PendingOp::Kind::kTask)
-        comm->recordAsync(invalidUsage("ncclGroupEnd: the group was cancelled by an earlier "
-                                       "error ({})", threadLastError()));
+        comm->recordAsync(
+            invalidUsage("ncclGroupEnd: the group was cancelled by an earlier "
+                         "error ({})",
+                         threadLastError()));
     return earlier;
   }
   if (ops.empty()) return ncclSuccess;
@@ -398,8 +411,9 @@ NCCL_API(ncclResult_t, ncclGroupEnd, void) {
     it->second.push_back(std::move(op));
   }
   if (blocking && nonblocking)
-    return fail(invalidUsage("ncclGroupEnd: blocking and nonblocking communicators are not "
-                             "allowed in the same group"));
+    return fail(
+        invalidUsage("ncclGroupEnd: blocking and nonblocking communicators are not "
+                     "allowed in the same group"));
   const size_t fusion = fusionBytes();
   if (nonblocking) {
     for (auto& [comm, batch] : batches) {
@@ -432,9 +446,10 @@ NCCL_API(ncclResult_t, ncclGroupSimulateEnd, ncclSimInfo_t* simInfo) {
       tGroup.ops.clear();
       tGroup.error = ncclSuccess;
     }
-    return fail(invalidArgument("ncclGroupSimulateEnd: simInfo {} was not initialised with "
-                                "NCCL_SIM_INFO_INITIALIZER",
-                                static_cast<const void*>(simInfo)));
+    return fail(
+        invalidArgument("ncclGroupSimulateEnd: simInfo {} was not initialised with "
+                        "NCCL_SIM_INFO_INITIALIZER",
+                        static_cast<const void*>(simInfo)));
   }
   if (--tGroup.depth > 0) return ncclSuccess;
   std::vector<std::pair<CommState*, PendingOp>> ops;

@@ -10,9 +10,11 @@
 // ncclInProgress; ncclCommGetAsyncError reports ncclInProgress until the worker is idle.
 #pragma once
 
+#include <tutti/nccl.h>
+
 #include <array>
-#include <chrono>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
@@ -22,11 +24,10 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <tutti/tutti.hpp>
 #include <vector>
 
 #include "core/status.h"
-#include <tutti/nccl.h>
-#include <tutti/tutti.hpp>
 
 namespace tutti::nccl {
 
@@ -44,8 +45,8 @@ struct Config {
   std::string commName;
 };
 
-/// Reads `in` (NULL: defaults, then environment) by its size/magic/version header. NCCL_COMM_BLOCKING
-/// overrides an unset blocking field. InvalidArgument for a bad magic or size.
+/// Reads `in` (NULL: defaults, then environment) by its size/magic/version header.
+/// NCCL_COMM_BLOCKING overrides an unset blocking field. InvalidArgument for a bad magic or size.
 Result<Config> readConfig(const ncclConfig_t* in, const char* api);
 
 /// A thread that runs tasks in submission order (nonblocking communicators and multi-communicator
@@ -156,7 +157,7 @@ class ActiveCall {
 
 /// Defines `ret ncclX(args)` as a weak symbol with a strong alias pncclX, both exported (NCCL's
 /// PMPI-style profiling convention). Use: NCCL_API(ncclResult_t, ncclFoo, int a) { ... }
-#define NCCL_API(ret, name, ...)                                                          \
-  extern "C" ret name(__VA_ARGS__) __attribute__((visibility("default"), weak));          \
+#define NCCL_API(ret, name, ...)                                                            \
+  extern "C" ret name(__VA_ARGS__) __attribute__((visibility("default"), weak));            \
   extern "C" ret p##name(__VA_ARGS__) __attribute__((visibility("default"), alias(#name))); \
   extern "C" ret name(__VA_ARGS__)

@@ -17,8 +17,8 @@
  *  - buffers may be host memory (any stream; with a null stream the call completes before it
  *    returns, or at the outermost ncclGroupEnd inside a group). Device memory returns
  *    ncclInvalidUsage in this release;
- *  - errors: ncclInvalidArgument for a bad argument (the call had no effect; the message, naming the
- *    argument and its value, is in ncclGetLastError), ncclInvalidUsage for a call that is wrong in
+ *  - errors: ncclInvalidArgument for a bad argument (the call had no effect; the message,
+ *    naming the argument and its value, is in ncclGetLastError), ncclInvalidUsage for a call that is wrong in
  *    the current state or not implemented, ncclRemoteError when a peer died, closed its connection
  *    or timed out, ncclSystemError for OS failures, ncclInProgress for nonblocking communicators;
  *  - thread safety: as NCCL: one thread at a time per communicator, except ncclCommAbort and
@@ -240,8 +240,8 @@ ncclResult_t pncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId
  * ncclInvalidArgument for ndev < 1 or comm NULL. */
 ncclResult_t ncclCommInitAll(ncclComm_t* comm, int ndev, const int* devlist);
 ncclResult_t pncclCommInitAll(ncclComm_t* comm, int ndev, const int* devlist);
-/* As ncclCommInitRankConfig with nId ids (same order on every rank); tutti rendezvouses on the first
- * id only (one root serves every rank). ncclInvalidArgument for nId < 1 or commIds NULL. */
+/* As ncclCommInitRankConfig with nId ids (same order on every rank); tutti rendezvouses on the
+ * first id only (one root serves every rank). ncclInvalidArgument for nId < 1 or commIds NULL. */
 ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId,
                                       ncclUniqueId* commIds, ncclConfig_t* config);
 ncclResult_t pncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId,

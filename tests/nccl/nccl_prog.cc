@@ -5,7 +5,8 @@
 //   nccl_prog env      one rank of a launched job. Rank and size come from, in this order:
 //                        Open MPI (OMPI_COMM_WORLD_*; id sent with MPI_Bcast, as nccl-tests does;
 //                          only when built with WITH_MPI),
-//                        torchrun (RANK, WORLD_SIZE; rank 0 serves the id on MASTER_ADDR:MASTER_PORT
+//                        torchrun (RANK, WORLD_SIZE; rank 0 serves the id on
+//                        MASTER_ADDR:MASTER_PORT
 //                          to the others, as torch's TCPStore does),
 //                        tutti-run (TUTTI_RANK, TUTTI_NRANKS; every rank calls ncclGetUniqueId,
 //                          which NCCL_COMM_ID / TUTTI_COMM_ID make identical on every rank).
@@ -187,8 +188,9 @@ int envMode(int argc, char** argv, bool quick) {
     }
     return runRank(rank, nranks, id, quick);
   }
-  std::fprintf(stderr, "no launcher environment (OMPI_COMM_WORLD_RANK, RANK/WORLD_SIZE, "
-                       "TUTTI_RANK)\n");
+  std::fprintf(stderr,
+               "no launcher environment (OMPI_COMM_WORLD_RANK, RANK/WORLD_SIZE, "
+               "TUTTI_RANK)\n");
   return 2;
 }
 

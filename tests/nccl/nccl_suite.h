@@ -13,8 +13,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -35,32 +35,50 @@ struct Ctx {
   bool quick = false;  // launcher tests: collectives only
 };
 
-#define SUITE_EXPECT(ctx, cond, ...)                                              \
-  do {                                                                            \
-    if (!(cond)) {                                                                \
-      std::fprintf(stderr, "rank %d: %s:%d: check failed: %s: ", (ctx).rank,     \
-                   __FILE__, __LINE__, #cond);                                    \
-      std::fprintf(stderr, __VA_ARGS__);                                          \
-      std::fprintf(stderr, "\n");                                                 \
-      ++(ctx).failures;                                                           \
-    }                                                                             \
+#define SUITE_EXPECT(ctx, cond, ...)                                                             \
+  do {                                                                                           \
+    if (!(cond)) {                                                                               \
+      std::fprintf(stderr, "rank %d: %s:%d: check failed: %s: ", (ctx).rank, __FILE__, __LINE__, \
+                   #cond);                                                                       \
+      std::fprintf(stderr, __VA_ARGS__);                                                         \
+      std::fprintf(stderr, "\n");                                                                \
+      ++(ctx).failures;                                                                          \
+    }                                                                                            \
   } while (0)
 
-#define SUITE_NCCL(ctx, call)                                                     \
-  do {                                                                            \
-    ncclResult_t r_ = (call);                                                     \
-    SUITE_EXPECT(ctx, r_ == ncclSuccess, "%s returned %d (%s): %s", #call,        \
-                 static_cast<int>(r_), ncclGetErrorString(r_), ncclGetLastError(nullptr)); \
+#define SUITE_NCCL(ctx, call)                                                                    \
+  do {                                                                                           \
+    ncclResult_t r_ = (call);                                                                    \
+    SUITE_EXPECT(ctx, r_ == ncclSuccess, "%s returned %d (%s): %s", #call, static_cast<int>(r_), \
+                 ncclGetErrorString(r_), ncclGetLastError(nullptr));                             \
   } while (0)
 
 template <typename T>
 ncclDataType_t typeOf();
-template <> inline ncclDataType_t typeOf<int8_t>() { return ncclInt8; }
-template <> inline ncclDataType_t typeOf<uint8_t>() { return ncclUint8; }
-template <> inline ncclDataType_t typeOf<int32_t>() { return ncclInt32; }
-template <> inline ncclDataType_t typeOf<int64_t>() { return ncclInt64; }
-template <> inline ncclDataType_t typeOf<float>() { return ncclFloat32; }
-template <> inline ncclDataType_t typeOf<double>() { return ncclFloat64; }
+template <>
+inline ncclDataType_t typeOf<int8_t>() {
+  return ncclInt8;
+}
+template <>
+inline ncclDataType_t typeOf<uint8_t>() {
+  return ncclUint8;
+}
+template <>
+inline ncclDataType_t typeOf<int32_t>() {
+  return ncclInt32;
+}
+template <>
+inline ncclDataType_t typeOf<int64_t>() {
+  return ncclInt64;
+}
+template <>
+inline ncclDataType_t typeOf<float>() {
+  return ncclFloat32;
+}
+template <>
+inline ncclDataType_t typeOf<double>() {
+  return ncclFloat64;
+}
 
 // Exact inputs: small integers, so that every reduction order gives the same value.
 inline double input(int rank, size_t i, ncclRedOp_t op) {
@@ -71,10 +89,14 @@ inline double reduced(int nranks, size_t i, ncclRedOp_t op) {
   double acc = input(0, i, op);
   for (int r = 1; r < nranks; ++r) {
     double v = input(r, i, op);
-    if (op == ncclSum || op == ncclAvg) acc += v;
-    else if (op == ncclProd) acc *= v;
-    else if (op == ncclMax) acc = std::max(acc, v);
-    else if (op == ncclMin) acc = std::min(acc, v);
+    if (op == ncclSum || op == ncclAvg)
+      acc += v;
+    else if (op == ncclProd)
+      acc *= v;
+    else if (op == ncclMax)
+      acc = std::max(acc, v);
+    else if (op == ncclMin)
+      acc = std::min(acc, v);
   }
   return acc;
 }
@@ -132,8 +154,8 @@ void reductions(Ctx& c, size_t count) {
     expectAll(c, out, 0, count, "reducescatter",
               [&](size_t i) { return expect(static_cast<size_t>(me) * count + i); });
     std::vector<T> rs(in);
-    SUITE_NCCL(c, ncclReduceScatter(rs.data(), rs.data() + me * count, count, dt, op, c.comm,
-                                    nullptr));
+    SUITE_NCCL(
+        c, ncclReduceScatter(rs.data(), rs.data() + me * count, count, dt, op, c.comm, nullptr));
     expectAll(c, rs, me * count, count, "reducescatter in place",
               [&](size_t i) { return expect(static_cast<size_t>(me) * count + i); });
     if (c.quick) break;
@@ -172,8 +194,8 @@ void movements(Ctx& c, size_t count) {
       for (int r = 0; r < n; ++r)
         expectAll(c, g, r * count, count, "gather", [&](size_t i) { return movement(r, i); });
     std::vector<T> s(count, T(0));
-    SUITE_NCCL(c, ncclScatter(me == root ? mine.data() : nullptr, s.data(), count, dt, root,
-                              c.comm, nullptr));
+    SUITE_NCCL(c, ncclScatter(me == root ? mine.data() : nullptr, s.data(), count, dt, root, c.comm,
+                              nullptr));
     expectAll(c, s, 0, count, "scatter",
               [&](size_t i) { return movement(root, static_cast<size_t>(me) * count + i); });
     if (c.quick) break;
@@ -223,8 +245,8 @@ inline void groups(Ctx& c) {
   std::vector<std::vector<float>> in(k), out(k);
   float scalar = static_cast<float>(me + 1);
   ncclRedOp_t premul;
-  SUITE_NCCL(c, ncclRedOpCreatePreMulSum(&premul, &scalar, ncclFloat, ncclScalarHostImmediate,
-                                         c.comm));
+  SUITE_NCCL(
+      c, ncclRedOpCreatePreMulSum(&premul, &scalar, ncclFloat, ncclScalarHostImmediate, c.comm));
   SUITE_NCCL(c, ncclGroupStart());
   SUITE_NCCL(c, ncclGroupStart());  // nested: no effect
   for (int i = 0; i < k; ++i) {
@@ -272,8 +294,8 @@ inline void fusionIdentity(Ctx& c) {
   std::vector<std::vector<float>> in(k), one(k), grp(k);
   float scalar = 0.1f * (c.rank + 1);
   ncclRedOp_t premul;
-  SUITE_NCCL(c, ncclRedOpCreatePreMulSum(&premul, &scalar, ncclFloat, ncclScalarHostImmediate,
-                                         c.comm));
+  SUITE_NCCL(
+      c, ncclRedOpCreatePreMulSum(&premul, &scalar, ncclFloat, ncclScalarHostImmediate, c.comm));
   auto opOf = [&](int i) { return i == 3 ? premul : i == 6 ? ncclAvg : ncclSum; };
   for (int i = 0; i < k; ++i) {
     in[i].resize(sizes[i]);
@@ -299,8 +321,7 @@ inline void fusionIdentity(Ctx& c) {
     const auto& a = i % 4 == 1 ? one[i] : outOne[i];
     const auto& b = i % 4 == 1 ? grp[i] : outGrp[i];
     SUITE_EXPECT(c, std::memcmp(a.data(), b.data(), sizes[i] * sizeof(float)) == 0,
-                 "grouped allreduce %d (%zu floats) differs from the same call alone", i,
-                 sizes[i]);
+                 "grouped allreduce %d (%zu floats) differs from the same call alone", i, sizes[i]);
   }
   SUITE_NCCL(c, ncclRedOpDestroy(premul, c.comm));
 }
@@ -323,16 +344,16 @@ inline void customOps(Ctx& c) {
   SUITE_NCCL(c, ncclReduceScatter(in.data(), out.data(), 10, ncclInt32, op, c.comm, nullptr));
   expectAll(c, out, 0, 10, "premulsum reducescatter",
             [&](size_t i) { return premul(static_cast<size_t>(me) * 10 + i); });
-  ncclResult_t wrongType =
-      ncclAllReduce(in.data(), out.data(), 10, ncclFloat, op, c.comm, nullptr);
+  ncclResult_t wrongType = ncclAllReduce(in.data(), out.data(), 10, ncclFloat, op, c.comm, nullptr);
   SUITE_EXPECT(c, wrongType == ncclInvalidArgument, "premulsum with another dtype returned %d",
                wrongType);
   SUITE_NCCL(c, ncclRedOpDestroy(op, c.comm));
   SUITE_EXPECT(c, ncclRedOpDestroy(op, c.comm) == ncclInvalidArgument, "double destroy accepted");
   float dev = 1;
-  SUITE_EXPECT(c, ncclRedOpCreatePreMulSum(&op, &dev, ncclFloat, ncclScalarDevice, c.comm) ==
-                      ncclInvalidUsage,
-               "device scalar accepted");
+  SUITE_EXPECT(
+      c,
+      ncclRedOpCreatePreMulSum(&op, &dev, ncclFloat, ncclScalarDevice, c.comm) == ncclInvalidUsage,
+      "device scalar accepted");
 }
 
 // Broadcasts a fresh unique id from rank 0 over `c` (the usual way programs distribute ids).
@@ -459,10 +480,12 @@ inline void memoryAndErrors(Ctx& c) {
   int version = 0;
   SUITE_NCCL(c, ncclGetVersion(&version));
   SUITE_EXPECT(c, version == 22809, "ncclGetVersion %d", version);
-  SUITE_EXPECT(c, std::strcmp(ncclGetErrorString(ncclInvalidUsage),
-                              "invalid usage (run with NCCL_DEBUG=WARN for details)") == 0,
+  SUITE_EXPECT(c,
+               std::strcmp(ncclGetErrorString(ncclInvalidUsage),
+                           "invalid usage (run with NCCL_DEBUG=WARN for details)") == 0,
                "error string '%s'", ncclGetErrorString(ncclInvalidUsage));
-  SUITE_EXPECT(c, std::strcmp(ncclGetErrorString(ncclInProgress), "NCCL operation in progress") == 0,
+  SUITE_EXPECT(c,
+               std::strcmp(ncclGetErrorString(ncclInProgress), "NCCL operation in progress") == 0,
                "error string");
   void* p = nullptr;
   SUITE_NCCL(c, ncclMemAlloc(&p, 1 << 20));
@@ -480,14 +503,17 @@ inline void memoryAndErrors(Ctx& c) {
   SUITE_NCCL(c, ncclMemFree(p));
   // Argument errors: no effect, clear code, message.
   int x = 0;
-  SUITE_EXPECT(c, ncclAllReduce(&x, &x, 1, ncclInt32, ncclSum, nullptr, nullptr) ==
-                      ncclInvalidArgument, "NULL comm accepted");
-  SUITE_EXPECT(c, ncclBroadcast(&x, &x, 1, ncclInt32, c.nranks, c.comm, nullptr) ==
-                      ncclInvalidArgument, "root out of range accepted");
+  SUITE_EXPECT(
+      c, ncclAllReduce(&x, &x, 1, ncclInt32, ncclSum, nullptr, nullptr) == ncclInvalidArgument,
+      "NULL comm accepted");
+  SUITE_EXPECT(
+      c, ncclBroadcast(&x, &x, 1, ncclInt32, c.nranks, c.comm, nullptr) == ncclInvalidArgument,
+      "root out of range accepted");
   SUITE_EXPECT(c, std::strstr(ncclGetLastError(c.comm), "root") != nullptr,
                "last error '%s' does not name the root", ncclGetLastError(c.comm));
-  SUITE_EXPECT(c, ncclAllReduce(nullptr, &x, 1, ncclInt32, ncclSum, c.comm, nullptr) ==
-                      ncclInvalidArgument, "NULL sendbuff accepted");
+  SUITE_EXPECT(
+      c, ncclAllReduce(nullptr, &x, 1, ncclInt32, ncclSum, c.comm, nullptr) == ncclInvalidArgument,
+      "NULL sendbuff accepted");
   SUITE_NCCL(c, ncclAllReduce(nullptr, nullptr, 0, ncclInt32, ncclSum, c.comm, nullptr));
   // The device API is not implemented: a clear error, no crash.
   // (looked up at run time: NVIDIA declares it in nccl_device.h, which needs nvcc).
@@ -507,8 +533,8 @@ inline void initAllOneThread(Ctx& c) {
   for (int i = 0; i < k; ++i) {
     in[i].assign(500, i + 1);
     out[i].assign(500, 0);
-    SUITE_NCCL(c, ncclAllReduce(in[i].data(), out[i].data(), 500, ncclInt64, ncclSum, comms[i],
-                                nullptr));
+    SUITE_NCCL(
+        c, ncclAllReduce(in[i].data(), out[i].data(), 500, ncclInt64, ncclSum, comms[i], nullptr));
   }
   SUITE_NCCL(c, ncclGroupEnd());
   for (int i = 0; i < k; ++i)
@@ -516,13 +542,12 @@ inline void initAllOneThread(Ctx& c) {
   // Grouped split of every rank, from this thread.
   ncclComm_t halves[k];
   SUITE_NCCL(c, ncclGroupStart());
-  for (int i = 0; i < k; ++i)
-    SUITE_NCCL(c, ncclCommSplit(comms[i], i % 2, i, &halves[i], nullptr));
+  for (int i = 0; i < k; ++i) SUITE_NCCL(c, ncclCommSplit(comms[i], i % 2, i, &halves[i], nullptr));
   SUITE_NCCL(c, ncclGroupEnd());
   int sizes[k];
   for (int i = 0; i < k; ++i) ncclCommCount(halves[i], &sizes[i]);
-  SUITE_EXPECT(c, sizes[0] == 2 && sizes[1] == 1 && sizes[2] == 2, "split sizes %d %d %d",
-               sizes[0], sizes[1], sizes[2]);
+  SUITE_EXPECT(c, sizes[0] == 2 && sizes[1] == 1 && sizes[2] == 2, "split sizes %d %d %d", sizes[0],
+               sizes[1], sizes[2]);
   // Grouped init inside the caller's group, then destroy everything.
   ncclComm_t more[2];
   SUITE_NCCL(c, ncclGroupStart());
