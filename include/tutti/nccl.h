@@ -18,9 +18,10 @@
  *    returns, or at the outermost ncclGroupEnd inside a group). Device memory returns
  *    ncclInvalidUsage in this release;
  *  - errors: ncclInvalidArgument for a bad argument (the call had no effect; the message,
- *    naming the argument and its value, is in ncclGetLastError), ncclInvalidUsage for a call that is wrong in
- *    the current state or not implemented, ncclRemoteError when a peer died, closed its connection
- *    or timed out, ncclSystemError for OS failures, ncclInProgress for nonblocking communicators;
+ *    naming the argument and its value, is in ncclGetLastError), ncclInvalidUsage for a call
+ *    that is wrong in the current state or not implemented, ncclRemoteError when a peer died,
+ *    closed its connection or timed out, ncclSystemError for OS failures, ncclInProgress for
+ *    nonblocking communicators;
  *  - thread safety: as NCCL: one thread at a time per communicator, except ncclCommAbort and
  *    ncclCommGetAsyncError, which any thread may call at any time. Group state is per thread.
  */
