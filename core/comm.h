@@ -64,6 +64,15 @@ class CommImpl {
   /// Checks the arguments, then queues the call for the progress thread.
   Result<Work> runAsync(const CallArgs& args);
 
+  /// Runs a plan the caller built (the NCCL layer's grouped send/recv, whose steps address user
+  /// buffers by byte offset from `input`/`output`) on this thread after any queued asynchronous
+  /// work, under the same rules as run(): error state, abort, sequence number. No scratch.
+  Status runPlan(Plan& plan, const void* input, void* output);
+  /// The plan run() would execute for these (already checked) arguments, built and cached on
+  /// first use: the NCCL layer fuses several calls into one plan made of exactly the steps of the
+  /// unfused calls, so that fusion changes no result bit.
+  Result<const Plan*> planFor(const CallArgs& args, bool inPlace);
+
   void abort();
   Status asyncError() const;
   Status setAlgorithm(Coll coll, const std::string& name);

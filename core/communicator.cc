@@ -518,6 +518,36 @@ Result<Work> CommImpl::runAsync(const CallArgs& a) {
   return Work(state);
 }
 
+Status CommImpl::runPlan(Plan& plan, const void* input, void* output) {
+  TUTTI_TRY(failed());
+  drainQueue();
+  std::lock_guard<std::mutex> lock(execMu_);
+  TUTTI_TRY(failed());
+  if (plan.scratchBytes > scratchPool_.size()) {
+    try {
+      scratchPool_.resize(plan.scratchBytes);
+    } catch (const std::bad_alloc&) {
+      return systemError("{}: cannot allocate {} bytes of scratch", collName(plan.coll),
+                         plan.scratchBytes);
+    }
+  }
+  ++seq_;
+  Status s = tutti::execute(plan, input, output, scratchPool_.data(), exec_, seq_);
+  if (!s.isOk()) {
+    TUTTI_LOG_WARN(Subsys::kColl, "{}", s.message());
+    recordError(s);
+  }
+  return s;
+}
+
+Result<const Plan*> CommImpl::planFor(const CallArgs& args, bool inPlace) {
+  TUTTI_TRY(failed());
+  drainQueue();
+  std::lock_guard<std::mutex> lock(execMu_);
+  TUTTI_TRY_ASSIGN(Plan * p, plan(args, inPlace));
+  return static_cast<const Plan*>(p);
+}
+
 void CommImpl::drainQueue() {
   std::unique_lock<std::mutex> lock(qMu_);
   qCv_.wait(lock, [&] { return (queue_.empty() && !running_) || stop_; });

@@ -6,6 +6,7 @@
 #include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -23,6 +24,8 @@ std::once_flag gInitOnce;
 std::shared_ptr<spdlog::logger> gLogger;
 std::atomic<int> gRank{-1};
 bool gLevelForced = false;
+bool gVersionRequested = false;
+std::atomic<int> gStyle{0};
 std::string gHost;
 
 struct SubsysName {
@@ -72,6 +75,7 @@ void doInit() {
   if (!gLevelForced) {
     if (const char* lvl = getenv2("TUTTI_DEBUG", "NCCL_DEBUG")) {
       std::string v = upper(lvl);
+      gVersionRequested = v == "VERSION" || v == "WARN" || v == "INFO" || v == "TRACE";
       if (v == "NONE" || v == "OFF") gLevel = static_cast<int>(LogLevel::kNone);
       else if (v == "VERSION" || v == "WARN") gLevel = static_cast<int>(LogLevel::kWarn);
       else if (v == "INFO") gLevel = static_cast<int>(LogLevel::kInfo);
@@ -122,11 +126,29 @@ const bool gAutoInit = (init(), true);
 void write(LogLevel level, Subsys s, std::string_view msg) {
   init();
   const char* lvl = level == LogLevel::kWarn ? "WARN" : level == LogLevel::kInfo ? "INFO" : "TRACE";
+  if (gStyle.load(std::memory_order_relaxed) == static_cast<int>(LineStyle::kNccl)) {
+    gLogger->info("{}:{}:{} [{}] NCCL {} {}", gHost, getpid(), syscall(SYS_gettid), gRank.load(),
+                  lvl, msg);
+    return;
+  }
   gLogger->info("{}:{}:{} [{}] tutti {} {}", gHost, getpid(), gRank.load(), subsysName(s), lvl,
                 msg);
 }
 
 void setRank(int rank) { gRank = rank; }
+void setLineStyle(LineStyle style) { gStyle = static_cast<int>(style); }
+bool versionRequested() {
+  init();
+  return gVersionRequested;
+}
+void writeBanner(std::string_view msg) {
+  init();
+  if (gStyle.load(std::memory_order_relaxed) == static_cast<int>(LineStyle::kNccl))
+    gLogger->info("{}:{}:{} [{}] NCCL INFO {}", gHost, getpid(), syscall(SYS_gettid),
+                  std::max(gRank.load(), 0), msg);
+  else
+    gLogger->info("{}:{}:{} [INIT] tutti INFO {}", gHost, getpid(), gRank.load(), msg);
+}
 void setLevel(LogLevel level) {
   gLevelForced = true;
   gLevel = static_cast<int>(level);

@@ -40,6 +40,15 @@ inline bool enabled(LogLevel level, Subsys s) {
 void write(LogLevel level, Subsys s, std::string_view msg);
 /// Sets the rank shown in the line prefix ("host:pid:rank [SUBSYS]") for this process.
 void setRank(int rank);
+/// Line format: tutti's ("host:pid:rank [SUBSYS] tutti INFO msg") or NCCL's ("host:pid:tid [rank]
+/// NCCL INFO msg", what scripts that grep NCCL logs expect). libnccl.so.2 selects kNccl.
+enum class LineStyle : int { kTutti = 0, kNccl = 1 };
+void setLineStyle(LineStyle style);
+/// True when TUTTI_DEBUG / NCCL_DEBUG is set to VERSION or to any level that prints (the version
+/// banner is then due).
+bool versionRequested();
+/// Writes `msg` as one INFO line whatever the level and subsystem mask (the version banner).
+void writeBanner(std::string_view msg);
 /// Forces the level (tests); the environment is not read afterwards.
 void setLevel(LogLevel level);
 /// The calling thread's last WARN message ("" when none).

@@ -1,0 +1,588 @@
+/* File: include/tutti/nccl.h
+ * tutti's declaration of the NCCL 2.28 C API and ABI, written for tutti (not copied from NVIDIA's
+ * header). A program compiled against NVIDIA's nccl.h runs unchanged on tutti's libnccl.so.2, and a
+ * program compiled against this header runs on either library. docs/NCCL.md says what is
+ * implemented; everything declared here is exported by libnccl.so.2.
+ *
+ * ABI facts this header pins down (checked by tests/nccl/abi_test.cc against NVIDIA's header):
+ *  - every enum is int-sized and has NCCL's values; ncclUniqueId is 128 bytes passed by value;
+ *  - ncclConfig_t is versioned by its first three fields (size, magic, version): the library reads
+ *    only min(size, its own size) bytes, so callers built against older or newer headers work;
+ *  - each function is exported as a weak ncclX plus a strong pncclX alias (profiling hook);
+ *  - ncclGetVersion reports 22809 (NCCL 2.28.9).
+ *
+ * Conventions shared by every function below:
+ *  - counts are ELEMENTS of `datatype`, never bytes; "per rank" where a collective says so;
+ *  - a count of 0 is a valid no-op and null buffers are then accepted;
+ *  - buffers may be host memory (any stream; with a null stream the call completes before it
+ *    returns, or at the outermost ncclGroupEnd inside a group). Device memory returns
+ *    ncclInvalidUsage in this release;
+ *  - errors: ncclInvalidArgument for a bad argument (the call had no effect; the message,
+ *    naming the argument and its value, is in ncclGetLastError), ncclInvalidUsage for a call
+ *    that is wrong in the current state or not implemented, ncclRemoteError when a peer died,
+ *    closed its connection or timed out, ncclSystemError for OS failures, ncclInProgress for
+ *    nonblocking communicators;
+ *  - thread safety: as NCCL: one thread at a time per communicator, except ncclCommAbort and
+ *    ncclCommGetAsyncError, which any thread may call at any time. Group state is per thread.
+ */
+#ifndef TUTTI_NCCL_H_
+#define TUTTI_NCCL_H_
+
+#if defined(__has_include) && !defined(TUTTI_NCCL_NO_CUDA)
+#if __has_include(<cuda_runtime.h>)
+#include <cuda_runtime.h>
+#define TUTTI_NCCL_HAVE_CUDA_RUNTIME 1
+#endif
+#endif
+#ifndef TUTTI_NCCL_HAVE_CUDA_RUNTIME
+/* Without the CUDA toolkit a stream is an opaque pointer; pass NULL. Same type as CUDA's. */
+struct CUstream_st;
+typedef struct CUstream_st* cudaStream_t;
+#endif
+
+#include <limits.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define NCCL_MAJOR 2
+#define NCCL_MINOR 28
+#define NCCL_PATCH 9
+#define NCCL_SUFFIX ""
+/* The version this library emulates: X*10000 + Y*100 + Z for 2.9 and later. */
+#define NCCL_VERSION_CODE 22809
+/* NCCL's encoding: X*1000+Y*100+Z up to 2.8, X*10000+Y*100+Z from 2.9 on. */
+#define NCCL_VERSION(X, Y, Z) \
+  (((X) <= 2 && (Y) <= 8) ? (X) * 1000 + (Y) * 100 + (Z) : (X) * 10000 + (Y) * 100 + (Z))
+
+/* tutti's own marker: lets code tell this header from NVIDIA's. */
+#define TUTTI_NCCL_HEADER 1
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- handles and identifiers ---- */
+
+typedef struct ncclComm* ncclComm_t;                 /* opaque communicator */
+typedef struct ncclWindow_vidmem* ncclWindow_t;      /* opaque registered window */
+#define NCCL_COMM_NULL NULL
+
+#define NCCL_UNIQUE_ID_BYTES 128
+/* Rendezvous identifier: the root's socket address and a random secret. POD, passed by value. */
+typedef struct {
+  char internal[NCCL_UNIQUE_ID_BYTES];
+} ncclUniqueId;
+
+/* ---- result codes (NCCL 2.28 values) ---- */
+typedef enum {
+  ncclSuccess = 0,
+  ncclUnhandledCudaError = 1,
+  ncclSystemError = 2,
+  ncclInternalError = 3,
+  ncclInvalidArgument = 4,
+  ncclInvalidUsage = 5,
+  ncclRemoteError = 6,
+  ncclInProgress = 7,
+  ncclNumResults = 8
+} ncclResult_t;
+
+#define NCCL_CONFIG_UNDEF_INT INT_MIN
+#define NCCL_CONFIG_UNDEF_PTR NULL
+#define NCCL_SPLIT_NOCOLOR -1
+#define NCCL_UNDEF_FLOAT -1.0f
+#define NCCL_API_MAGIC 0xcafebeef
+
+/* Window registration flags. */
+#define NCCL_WIN_DEFAULT 0x00
+#define NCCL_WIN_COLL_SYMMETRIC 0x01
+#define NCCL_WIN_REQUIRED_ALIGNMENT 4096
+
+/* CTA policies (accepted and ignored on host memory). */
+#define NCCL_CTA_POLICY_DEFAULT 0x00
+#define NCCL_CTA_POLICY_EFFICIENCY 0x01
+#define NCCL_CTA_POLICY_ZERO 0x02
+
+/* ncclCommShrink flags. */
+#define NCCL_SHRINK_DEFAULT 0x00
+#define NCCL_SHRINK_ABORT 0x01
+
+/* ncclCommRevoke flags. */
+#define NCCL_REVOKE_DEFAULT 0x00
+
+/* Communicator configuration, NCCL 2.28 layout. Initialise with NCCL_CONFIG_INITIALIZER, then set
+ * fields. Fields that tutti honours: blocking (0 = nonblocking communicator), splitShare and
+ * shrinkShare (accepted; resources are never shared), commName (logs). The others are accepted
+ * and ignored: they tune GPU kernels. */
+typedef struct ncclConfig_v22800 {
+  size_t size;           /* sizeof(ncclConfig_t) of the caller's header */
+  unsigned int magic;    /* NCCL_API_MAGIC */
+  unsigned int version;  /* NCCL_VERSION_CODE of the caller's header */
+  int blocking;
+  int cgaClusterSize;
+  int minCTAs;
+  int maxCTAs;
+  const char* netName;
+  int splitShare;
+  int trafficClass;
+  const char* commName;
+  int collnetEnable;
+  int CTAPolicy;
+  int shrinkShare;
+  int nvlsCTAs;
+  int nChannelsPerNetPeer;
+  int nvlinkCentricSched;
+} ncclConfig_t;
+
+#define NCCL_CONFIG_INITIALIZER                                                         \
+  {                                                                                     \
+    sizeof(ncclConfig_t), NCCL_API_MAGIC, NCCL_VERSION_CODE, NCCL_CONFIG_UNDEF_INT,     \
+        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,            \
+        NCCL_CONFIG_UNDEF_PTR, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,            \
+        NCCL_CONFIG_UNDEF_PTR, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,            \
+        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,            \
+        NCCL_CONFIG_UNDEF_INT                                                           \
+  }
+
+/* Result of ncclGroupSimulateEnd. estimatedTime is in microseconds. */
+typedef struct ncclSimInfo_v22200 {
+  size_t size;
+  unsigned int magic;    /* 0x74685283 */
+  unsigned int version;
+  float estimatedTime;
+} ncclSimInfo_t;
+
+#define NCCL_SIM_INFO_INITIALIZER \
+  { sizeof(ncclSimInfo_t), 0x74685283, NCCL_VERSION_CODE, NCCL_UNDEF_FLOAT }
+
+/* ---- reduction operators and element types (NCCL values) ---- */
+typedef enum { ncclNumOps_dummy = 5 } ncclRedOp_dummy_t;
+typedef enum {
+  ncclSum = 0,
+  ncclProd = 1,
+  ncclMax = 2,
+  ncclMin = 3,
+  ncclAvg = 4, /* sum / nranks; integers truncate toward zero */
+  ncclNumOps = 5, /* first value of operators created by ncclRedOpCreatePreMulSum */
+  ncclMaxRedOp = 0x7fffffff >> (32 - 8 * sizeof(ncclRedOp_dummy_t))
+} ncclRedOp_t;
+
+typedef enum {
+  ncclInt8 = 0,
+  ncclChar = 0,
+  ncclUint8 = 1,
+  ncclInt32 = 2,
+  ncclInt = 2,
+  ncclUint32 = 3,
+  ncclInt64 = 4,
+  ncclUint64 = 5,
+  ncclFloat16 = 6,
+  ncclHalf = 6,
+  ncclFloat32 = 7,
+  ncclFloat = 7,
+  ncclFloat64 = 8,
+  ncclDouble = 8,
+  ncclBfloat16 = 9,
+  ncclFloat8e4m3 = 10,
+  ncclFloat8e5m2 = 11,
+  ncclNumTypes = 12
+} ncclDataType_t;
+
+/* Where the scalar of ncclRedOpCreatePreMulSum lives. */
+typedef enum {
+  ncclScalarDevice = 0,        /* read when the collective runs (not supported yet) */
+  ncclScalarHostImmediate = 1  /* read before ncclRedOpCreatePreMulSum returns */
+} ncclScalarResidence_t;
+
+/* ---- memory ---- */
+
+/* Allocates `size` bytes for communication buffers: device memory (cudaMalloc) when a CUDA device
+ * is present, else 4096-byte-aligned host memory. ncclInvalidArgument for ptr == NULL;
+ * ncclSystemError / ncclUnhandledCudaError when the allocation fails. Thread-safe; may be called
+ * inside a group. */
+ncclResult_t ncclMemAlloc(void** ptr, size_t size);
+ncclResult_t pncclMemAlloc(void** ptr, size_t size);
+/* Frees memory from ncclMemAlloc. ncclInvalidArgument for a pointer it did not return. NULL is a
+ * no-op. */
+ncclResult_t ncclMemFree(void* ptr);
+ncclResult_t pncclMemFree(void* ptr);
+
+/* ---- version and identifiers ---- */
+
+/* Stores NCCL_VERSION_CODE of the emulated NCCL (22809). ncclInvalidArgument for NULL. */
+ncclResult_t ncclGetVersion(int* version);
+ncclResult_t pncclGetVersion(int* version);
+
+/* Creates an id for ncclCommInitRank and starts the rendezvous root in a background thread of the
+ * calling process (it serves one rendezvous, then exits; or at TUTTI_BOOTSTRAP_TIMEOUT). With
+ * NCCL_COMM_ID=host:port (or TUTTI_COMM_ID) the id is the same on every rank, no root is started
+ * here, and rank 0 hosts the root at host:port inside ncclCommInitRank. ncclSystemError when the
+ * root socket cannot be bound; ncclInvalidArgument for NULL or a malformed NCCL_COMM_ID. */
+ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId);
+ncclResult_t pncclGetUniqueId(ncclUniqueId* uniqueId);
+
+/* ---- communicator creation (collective over the new communicator's ranks) ---- */
+
+/* Joins the rendezvous of `commId` as `rank` of `nranks`. Blocks until all ranks joined, unless
+ * called inside a group (created at the outermost ncclGroupEnd, concurrently with the group's other
+ * inits) or with config->blocking == 0 (returns ncclInProgress; poll ncclCommGetAsyncError). *comm
+ * is valid when the call returns. config may be NULL (defaults). ncclInvalidArgument for nranks <
+ * 1, rank outside [0, nranks), comm NULL, or a config not made by NCCL_CONFIG_INITIALIZER;
+ * ncclRemoteError / ncclSystemError when the rendezvous fails or times out (naming the missing
+ * ranks in ncclGetLastError). */
+ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
+                                    ncclConfig_t* config);
+ncclResult_t pncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
+                                     ncclConfig_t* config);
+/* ncclCommInitRankConfig with default configuration. */
+ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank);
+ncclResult_t pncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank);
+/* Creates `ndev` ranks of one communicator in this process (comm[i] is rank i), from one thread;
+ * also inside a group. devlist (may be NULL) gives each rank's CUDA device (ncclCommCuDevice).
+ * ncclInvalidArgument for ndev < 1 or comm NULL. */
+ncclResult_t ncclCommInitAll(ncclComm_t* comm, int ndev, const int* devlist);
+ncclResult_t pncclCommInitAll(ncclComm_t* comm, int ndev, const int* devlist);
+/* As ncclCommInitRankConfig with nId ids (same order on every rank); tutti rendezvouses on the
+ * first id only (one root serves every rank). ncclInvalidArgument for nId < 1 or commIds NULL. */
+ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId,
+                                      ncclUniqueId* commIds, ncclConfig_t* config);
+ncclResult_t pncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId,
+                                       ncclUniqueId* commIds, ncclConfig_t* config);
+
+/* ---- teardown ---- */
+
+/* Completes every operation issued on comm and synchronises with the peers (a barrier). After it,
+ * ncclCommDestroy is local. Nonblocking communicators return ncclInProgress. */
+ncclResult_t ncclCommFinalize(ncclComm_t comm);
+ncclResult_t pncclCommFinalize(ncclComm_t comm);
+/* Waits for comm's pending operations, then frees it (no synchronisation with peers). NULL is
+ * ncclInvalidArgument. */
+ncclResult_t ncclCommDestroy(ncclComm_t comm);
+ncclResult_t pncclCommDestroy(ncclComm_t comm);
+/* Makes every pending and running operation on comm fail, from any thread, within about a second,
+ * then frees comm. Returns ncclSuccess. */
+ncclResult_t ncclCommAbort(ncclComm_t comm);
+ncclResult_t pncclCommAbort(ncclComm_t comm);
+/* Stops comm's operations (as abort) but keeps the handle for ncclCommDestroy; later operations
+ * fail. revokeFlags must be NCCL_REVOKE_DEFAULT (else ncclInvalidArgument). */
+ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags);
+ncclResult_t pncclCommRevoke(ncclComm_t comm, int revokeFlags);
+
+/* ---- derived communicators ---- */
+
+/* Collective over comm: ranks with the same color form a new communicator, ordered by (key, rank
+ * in comm). color NCCL_SPLIT_NOCOLOR (or any negative) leaves this rank out: *newcomm = NULL.
+ * config NULL inherits comm's. ncclInvalidArgument for newcomm NULL. */
+ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
+                           ncclConfig_t* config);
+ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
+                            ncclConfig_t* config);
+/* Called by the ranks of comm that are NOT in excludeRanksList: they form a new communicator in
+ * the order of their ranks in comm. shrinkFlags: NCCL_SHRINK_DEFAULT, or NCCL_SHRINK_ABORT
+ * (comm's operations are aborted once the survivors have agreed). ncclInvalidArgument for a rank
+ * out of range, a caller that is in the list, or all ranks excluded. */
+ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
+                            ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags);
+ncclResult_t pncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
+                             ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags);
+
+/* ---- errors and queries ---- */
+
+/* NCCL's text for a result code ("invalid usage (run with NCCL_DEBUG=WARN for details)", ...). */
+const char* ncclGetErrorString(ncclResult_t result);
+const char* pncclGetErrorString(ncclResult_t result);
+/* The message of the last error on comm (or of this thread when comm is NULL), "" when none. The
+ * pointer stays valid until the next failing call of this thread. */
+const char* ncclGetLastError(ncclComm_t comm);
+const char* pncclGetLastError(ncclComm_t comm);
+/* Re-reads NCCL_DEBUG / NCCL_DEBUG_SUBSYS (deprecated in NCCL; kept for the ABI). */
+void ncclResetDebugInit(void);
+void pncclResetDebugInit(void);
+/* *asyncError = ncclInProgress while a nonblocking init/operation runs, else the first error seen
+ * by comm (ncclRemoteError for a dead peer or a timeout), else ncclSuccess. Any thread. */
+ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError);
+ncclResult_t pncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError);
+/* Number of ranks. */
+ncclResult_t ncclCommCount(const ncclComm_t comm, int* count);
+ncclResult_t pncclCommCount(const ncclComm_t comm, int* count);
+/* CUDA device of comm: the devlist entry for ncclCommInitAll, else the current device at init, or
+ * -1 when there is no CUDA device. */
+ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device);
+ncclResult_t pncclCommCuDevice(const ncclComm_t comm, int* device);
+/* This rank in comm. */
+ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank);
+ncclResult_t pncclCommUserRank(const ncclComm_t comm, int* rank);
+
+/* ---- buffer registration (recorded; host memory needs no registration) ---- */
+
+/* Records [buff, buff+size) and returns a handle for ncclCommDeregister. ncclInvalidArgument for a
+ * NULL handle pointer or NULL buff with size > 0. */
+ncclResult_t ncclCommRegister(const ncclComm_t comm, void* buff, size_t size, void** handle);
+ncclResult_t pncclCommRegister(const ncclComm_t comm, void* buff, size_t size, void** handle);
+/* ncclInvalidArgument for a handle not returned by ncclCommRegister on comm. */
+ncclResult_t ncclCommDeregister(const ncclComm_t comm, void* handle);
+ncclResult_t pncclCommDeregister(const ncclComm_t comm, void* handle);
+/* Records a window over [buff, buff+size); collective in NCCL, local here. winFlags:
+ * NCCL_WIN_DEFAULT or NCCL_WIN_COLL_SYMMETRIC. ncclInvalidArgument for win NULL. */
+ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win,
+                                    int winFlags);
+ncclResult_t pncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win,
+                                     int winFlags);
+ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win);
+ncclResult_t pncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win);
+
+/* ---- custom reduction operators ---- */
+
+/* Creates an operator for comm and datatype: every input is multiplied by *scalar (one element of
+ * `datatype`), then summed. residence must be ncclScalarHostImmediate (the scalar is copied now);
+ * ncclScalarDevice returns ncclInvalidUsage in this release. At most 1024 live operators per
+ * communicator. The handle may be destroyed as soon as the last call using it has returned. */
+ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataType_t datatype,
+                                      ncclScalarResidence_t residence, ncclComm_t comm);
+ncclResult_t pncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataType_t datatype,
+                                       ncclScalarResidence_t residence, ncclComm_t comm);
+/* ncclInvalidArgument for a built-in op or a handle not created on comm. */
+ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm);
+ncclResult_t pncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm);
+
+/* ---- collectives (every rank of comm calls them in the same order) ----
+ * Buffer sizes in elements:
+ *   Reduce         send count; recv count on root only (may be NULL elsewhere); in place if equal
+ *   Bcast          buff count (in place)
+ *   Broadcast      send count (root); recv count; in place if equal
+ *   AllReduce      send count; recv count; in place if equal
+ *   ReduceScatter  send nranks*recvcount; recv recvcount; in place if recv == send + rank*recvcount
+ *   AllGather      send sendcount; recv nranks*sendcount; in place if send == recv + rank*sendcount
+ *   AlltoAll       send nranks*count (block j goes to rank j); recv nranks*count
+ *   Gather         send count; recv nranks*count (root only)
+ *   Scatter        send nranks*count (root only); recv count
+ * Errors: ncclInvalidArgument (bad datatype/op/root, NULL buffer with count > 0, a forbidden
+ * overlap, comm NULL), ncclInvalidUsage (device memory, a communicator that failed or was
+ * revoked), ncclRemoteError (peer died or timed out). Inside a group, communication errors are
+ * returned by ncclGroupEnd. */
+ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count,
+                        ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm,
+                        cudaStream_t stream);
+ncclResult_t pncclReduce(const void* sendbuff, void* recvbuff, size_t count,
+                         ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm,
+                         cudaStream_t stream);
+ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root,
+                       ncclComm_t comm, cudaStream_t stream);
+ncclResult_t pncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root,
+                        ncclComm_t comm, cudaStream_t stream);
+ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
+                           ncclDataType_t datatype, int root, ncclComm_t comm,
+                           cudaStream_t stream);
+ncclResult_t pncclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
+                            ncclDataType_t datatype, int root, ncclComm_t comm,
+                            cudaStream_t stream);
+ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
+                           ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                           cudaStream_t stream);
+ncclResult_t pncclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
+                            ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                            cudaStream_t stream);
+ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                               ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                               cudaStream_t stream);
+ncclResult_t pncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                                cudaStream_t stream);
+ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                           ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t pncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                            ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
+                          ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t pncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
+                           ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t count,
+                        ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t pncclGather(const void* sendbuff, void* recvbuff, size_t count,
+                         ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t ncclScatter(const void* sendbuff, void* recvbuff, size_t count,
+                         ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t pncclScatter(const void* sendbuff, void* recvbuff, size_t count,
+                          ncclDataType_t datatype, int root, ncclComm_t comm,
+                          cudaStream_t stream);
+
+/* ---- point to point ----
+ * A send of `count` elements to `peer` is matched by a receive of the same count and datatype from
+ * this rank, in call order per pair. Outside a group each call completes on its own (a send may
+ * wait for its receive); inside a group every send and receive of the group progresses together.
+ * peer == own rank is allowed inside a group. ncclInvalidArgument for peer outside [0, nranks). */
+ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
+                      ncclComm_t comm, cudaStream_t stream);
+ncclResult_t pncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
+                       ncclComm_t comm, cudaStream_t stream);
+ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer,
+                      ncclComm_t comm, cudaStream_t stream);
+ncclResult_t pncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer,
+                       ncclComm_t comm, cudaStream_t stream);
+
+/* ---- groups (per thread; nest freely; only the outermost ncclGroupEnd acts) ----
+ * Inside a group, calls are recorded and run at the outermost ncclGroupEnd: inits concurrently,
+ * then per communicator its collectives in issue order (consecutive small allreduces of one
+ * datatype and op fused into one, up to TUTTI_FUSION_BYTES), then its sends and receives
+ * together; several communicators run concurrently. ncclGroupEnd returns the first error of the
+ * group (an argument error of a call inside it discards the group), or ncclInProgress when the
+ * group holds nonblocking communicators (blocking and nonblocking ones may not be mixed:
+ * ncclInvalidUsage). */
+ncclResult_t ncclGroupStart(void);
+ncclResult_t pncclGroupStart(void);
+ncclResult_t ncclGroupEnd(void);
+ncclResult_t pncclGroupEnd(void);
+/* Ends the group without running it and stores in simInfo->estimatedTime the predicted time in
+ * microseconds (sum over its collectives of tutti's alpha-beta-gamma simulator, algorithms/
+ * simulator.h). ncclInvalidArgument for a simInfo not made by NCCL_SIM_INFO_INITIALIZER. */
+ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo);
+ncclResult_t pncclGroupSimulateEnd(ncclSimInfo_t* simInfo);
+
+/* ---- NCCL 2.28 device API, host side (nccl_device headers in NVIDIA's toolkit) ----
+ * The device API runs CUDA kernels over symmetric device memory; tutti does not implement it yet.
+ * The team queries are pure rank arithmetic and work; the rest return ncclInvalidUsage. */
+struct ncclDevComm;
+struct ncclDevCommRequirements;
+struct ncclDevResourceRequirements;
+struct ncclLsaBarrierHandle;
+struct ncclGinBarrierHandle;
+struct ncclLLA2AHandle;
+/* A set of ranks: nRanks members, this rank's index, and the world-rank stride between members. */
+typedef struct ncclTeam {
+  int nRanks, rank, stride;
+} ncclTeam_t;
+
+ncclResult_t ncclDevCommCreate(ncclComm_t comm, const struct ncclDevCommRequirements* reqs,
+                               struct ncclDevComm* outDevComm);
+ncclResult_t pncclDevCommCreate(ncclComm_t comm, const struct ncclDevCommRequirements* reqs,
+                                struct ncclDevComm* outDevComm);
+ncclResult_t ncclDevCommDestroy(ncclComm_t comm, const struct ncclDevComm* devComm);
+ncclResult_t pncclDevCommDestroy(ncclComm_t comm, const struct ncclDevComm* devComm);
+/* Every rank: {nranks, rank, 1}. */
+ncclTeam_t ncclTeamWorld(ncclComm_t comm);
+ncclTeam_t pncclTeamWorld(ncclComm_t comm);
+/* Load/store-accessible ranks: only this rank on host memory: {1, 0, 1}. */
+ncclTeam_t ncclTeamLsa(ncclComm_t comm);
+ncclTeam_t pncclTeamLsa(ncclComm_t comm);
+/* Ranks with this rank's index in its LSA team: every rank, {nranks, rank, 1}. */
+ncclTeam_t ncclTeamRail(ncclComm_t comm);
+ncclTeam_t pncclTeamRail(ncclComm_t comm);
+/* World rank of member `rank` of team: own rank + (rank - team.rank) * team.stride. */
+int ncclTeamRankToWorld(ncclComm_t comm, ncclTeam_t team, int rank);
+int pncclTeamRankToWorld(ncclComm_t comm, ncclTeam_t team, int rank);
+/* LSA index of team member `rank`: 0 for this rank, -1 otherwise (host memory). */
+int ncclTeamRankToLsa(ncclComm_t comm, ncclTeam_t team, int rank);
+int pncclTeamRankToLsa(ncclComm_t comm, ncclTeam_t team, int rank);
+ncclResult_t ncclLsaBarrierCreateRequirement(ncclTeam_t team, int nBarriers,
+                                             struct ncclLsaBarrierHandle* outHandle,
+                                             struct ncclDevResourceRequirements* outReq);
+ncclResult_t pncclLsaBarrierCreateRequirement(ncclTeam_t team, int nBarriers,
+                                              struct ncclLsaBarrierHandle* outHandle,
+                                              struct ncclDevResourceRequirements* outReq);
+ncclResult_t ncclGinBarrierCreateRequirement(ncclComm_t comm, ncclTeam_t team, int nBarriers,
+                                             struct ncclGinBarrierHandle* outHandle,
+                                             struct ncclDevResourceRequirements* outReq);
+ncclResult_t pncclGinBarrierCreateRequirement(ncclComm_t comm, ncclTeam_t team, int nBarriers,
+                                              struct ncclGinBarrierHandle* outHandle,
+                                              struct ncclDevResourceRequirements* outReq);
+/* Slots for a low-latency all-to-all of maxElts elements of maxEltSize bytes: maxElts *
+ * ceil(maxEltSize / 8) (16-byte lines carrying 8 data bytes each); 0 for non-positive inputs. */
+int ncclLLA2ACalcSlots(int maxElts, int maxEltSize);
+int pncclLLA2ACalcSlots(int maxElts, int maxEltSize);
+ncclResult_t ncclLLA2ACreateRequirement(int nBlocks, int nSlots, struct ncclLLA2AHandle* outHandle,
+                                        struct ncclDevResourceRequirements* outReq);
+ncclResult_t pncclLLA2ACreateRequirement(int nBlocks, int nSlots,
+                                         struct ncclLLA2AHandle* outHandle,
+                                         struct ncclDevResourceRequirements* outReq);
+
+/* ---- later NCCL additions that frameworks import (2.29 / 2.30) ----
+ * Exported so that binaries built against newer headers load (RTLD_NOW). Unless stated, they
+ * return ncclInvalidUsage with a ncclGetLastError message: the reported version (2.28.9) tells
+ * callers that check it not to use them. */
+typedef struct ncclParamHandle* ncclParamHandle_t;
+typedef enum {
+  ncclStatGpuMemSuspend = 0,
+  ncclStatGpuMemSuspended = 1,
+  ncclStatGpuMemPersist = 2,
+  ncclStatGpuMemTotal = 3
+} ncclCommMemStat_t;
+typedef struct {
+  int opCnt, peer, sigIdx, ctx;
+} ncclWaitSignalDesc_t;
+struct ncclCommProperties;
+#define NCCL_SUSPEND_MEM 0x01
+
+ncclResult_t ncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId* uniqueId);
+ncclResult_t pncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId* uniqueId);
+ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank,
+                          ncclComm_t* newcomm, ncclConfig_t* config);
+ncclResult_t pncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank,
+                           ncclComm_t* newcomm, ncclConfig_t* config);
+/* Host memory holds no GPU memory to release: accepted (ncclSuccess) for a valid comm; operations
+ * on a suspended communicator return ncclInvalidUsage until ncclCommResume. */
+ncclResult_t ncclCommSuspend(ncclComm_t comm, int flags);
+ncclResult_t pncclCommSuspend(ncclComm_t comm, int flags);
+ncclResult_t ncclCommResume(ncclComm_t comm);
+ncclResult_t pncclCommResume(ncclComm_t comm);
+/* GPU memory statistics: 0 bytes on host memory (ncclStatGpuMemSuspended: 1 when suspended). */
+ncclResult_t ncclCommMemStats(ncclComm_t comm, ncclCommMemStat_t stat, uint64_t* value);
+ncclResult_t pncclCommMemStats(ncclComm_t comm, ncclCommMemStat_t stat, uint64_t* value);
+/* The buffer a window was registered with. */
+ncclResult_t ncclWinGetUserPtr(ncclComm_t comm, ncclWindow_t win, void** outUserPtr);
+ncclResult_t pncclWinGetUserPtr(ncclComm_t comm, ncclWindow_t win, void** outUserPtr);
+ncclResult_t ncclCommQueryProperties(ncclComm_t comm, struct ncclCommProperties* props);
+ncclResult_t pncclCommQueryProperties(ncclComm_t comm, struct ncclCommProperties* props);
+ncclResult_t ncclPutSignal(const void* localbuff, size_t count, ncclDataType_t datatype, int peer,
+                           ncclWindow_t peerWin, size_t peerWinOffset, int sigIdx, int ctx,
+                           unsigned int flags, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t pncclPutSignal(const void* localbuff, size_t count, ncclDataType_t datatype, int peer,
+                            ncclWindow_t peerWin, size_t peerWinOffset, int sigIdx, int ctx,
+                            unsigned int flags, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t ncclSignal(int peer, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm,
+                        cudaStream_t stream);
+ncclResult_t pncclSignal(int peer, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm,
+                         cudaStream_t stream);
+ncclResult_t ncclWaitSignal(int nDesc, ncclWaitSignalDesc_t* signalDescs, ncclComm_t comm,
+                            cudaStream_t stream);
+ncclResult_t pncclWaitSignal(int nDesc, ncclWaitSignalDesc_t* signalDescs, ncclComm_t comm,
+                             cudaStream_t stream);
+/* Parameters (2.30): a key is an environment variable name without its NCCL_ prefix ("DEBUG").
+ * ncclParamBind and ncclParamGetParameter read the environment (NCCL_<key>); ncclInvalidArgument
+ * for an unset key. Typed getters parse the value as an integer (ncclInvalidArgument when it does
+ * not parse or does not fit). Returned strings stay valid until the next call of this thread. */
+ncclResult_t ncclParamBind(ncclParamHandle_t* out, const char* key);
+ncclResult_t pncclParamBind(ncclParamHandle_t* out, const char* key);
+ncclResult_t ncclParamGetI8(ncclParamHandle_t h, int8_t* out);
+ncclResult_t pncclParamGetI8(ncclParamHandle_t h, int8_t* out);
+ncclResult_t ncclParamGetI16(ncclParamHandle_t h, int16_t* out);
+ncclResult_t pncclParamGetI16(ncclParamHandle_t h, int16_t* out);
+ncclResult_t ncclParamGetI32(ncclParamHandle_t h, int32_t* out);
+ncclResult_t pncclParamGetI32(ncclParamHandle_t h, int32_t* out);
+ncclResult_t ncclParamGetI64(ncclParamHandle_t h, int64_t* out);
+ncclResult_t pncclParamGetI64(ncclParamHandle_t h, int64_t* out);
+ncclResult_t ncclParamGetU8(ncclParamHandle_t h, uint8_t* out);
+ncclResult_t pncclParamGetU8(ncclParamHandle_t h, uint8_t* out);
+ncclResult_t ncclParamGetU16(ncclParamHandle_t h, uint16_t* out);
+ncclResult_t pncclParamGetU16(ncclParamHandle_t h, uint16_t* out);
+ncclResult_t ncclParamGetU32(ncclParamHandle_t h, uint32_t* out);
+ncclResult_t pncclParamGetU32(ncclParamHandle_t h, uint32_t* out);
+ncclResult_t ncclParamGetU64(ncclParamHandle_t h, uint64_t* out);
+ncclResult_t pncclParamGetU64(ncclParamHandle_t h, uint64_t* out);
+ncclResult_t ncclParamGetStr(ncclParamHandle_t h, const char** out);
+ncclResult_t pncclParamGetStr(ncclParamHandle_t h, const char** out);
+/* Copies the value's bytes (no terminating NUL) into out, at most maxLen; *len = its length. */
+ncclResult_t ncclParamGet(ncclParamHandle_t h, void* out, int maxLen, int* len);
+ncclResult_t pncclParamGet(ncclParamHandle_t h, void* out, int maxLen, int* len);
+ncclResult_t ncclParamGetParameter(const char* key, const char** value, int* valueLen);
+ncclResult_t pncclParamGetParameter(const char* key, const char** value, int* valueLen);
+/* Keys of every NCCL_* variable set in the environment. */
+ncclResult_t ncclParamGetAllParameterKeys(const char*** table, int* tableLen);
+ncclResult_t pncclParamGetAllParameterKeys(const char*** table, int* tableLen);
+/* Logs every NCCL_* variable set in the environment at INFO level. */
+void ncclParamDumpAll(void);
+void pncclParamDumpAll(void);
+
+#ifdef __cplusplus
+}  /* extern "C" */
+#endif
+
+#endif /* TUTTI_NCCL_H_ */

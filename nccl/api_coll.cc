@@ -1,0 +1,410 @@
+// File: nccl/api_coll.cc
+// NCCL collectives, send/recv, custom reduction operators, buffer registration and ncclMemAlloc.
+// Every call checks its arguments at once (an error has no effect and is returned immediately;
+// inside a group it also cancels the group, as in NCCL) and then submits the operation (group.h).
+#include <cstdlib>
+#include <cstring>
+#include <set>
+
+#include "core/config.h"
+#include "nccl/group.h"
+#include "nccl/internal.h"
+
+#if TUTTI_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+namespace tutti::nccl {
+namespace {
+
+ncclResult_t failArg(const Status& s, CommState* comm = nullptr) {
+  ncclResult_t r = fail(s, comm);
+  noteGroupError(r);
+  return r;
+}
+
+// Which buffers a call reads/writes on this rank (NCCL: recvbuff of a non-root Reduce is unused).
+bool usesSend(Coll c, int rank, int root) {
+  return !((c == Coll::kBroadcast || c == Coll::kScatter) && rank != root);
+}
+bool usesRecv(Coll c, int rank, int root) {
+  return !((c == Coll::kReduce || c == Coll::kGather) && rank != root);
+}
+bool isRooted(Coll c) {
+  return c == Coll::kBroadcast || c == Coll::kReduce || c == Coll::kGather || c == Coll::kScatter;
+}
+bool hasReduction(Coll c) {
+  return c == Coll::kAllReduce || c == Coll::kReduce || c == Coll::kReduceScatter;
+}
+
+ncclResult_t enqueue(PendingOp op, ncclDataType_t datatype, ncclRedOp_t redop, ncclComm_t comm) {
+  auto cs = checkComm(comm, op.api);
+  if (!cs.isOk()) return failArg(cs.status());
+  CommState* s = cs.value();
+  ActiveCall guard(s);
+  auto bad = [&](const Status& st) { return failArg(st, s); };
+  if (Status u = checkUsable(*s, op.api); !u.isOk()) return bad(u);
+  if (static_cast<unsigned>(datatype) >= ncclNumTypes)
+    return bad(invalidArgument("{}: invalid datatype {}", op.api, static_cast<int>(datatype)));
+  op.dtype = static_cast<DataType>(datatype);
+  if (op.kind == PendingOp::Kind::kColl && hasReduction(op.coll)) {
+    const int v = static_cast<int>(redop);
+    if (v >= 0 && v < ncclNumOps) {
+      op.op = static_cast<RedOp>(v);
+    } else {
+      Status opError;
+      {
+        std::lock_guard<std::mutex> lock(s->mu);
+        const int idx = v - kFirstDynamicOp;
+        if (idx < 0 || idx >= static_cast<int>(s->ops.size()) || !s->ops[idx].live) {
+          opError = invalidArgument(
+              "{}: invalid reduction operator {} (not built in, and not "
+              "created by ncclRedOpCreatePreMulSum on this communicator)",
+              op.api, v);
+        } else if (s->ops[idx].dtype != op.dtype) {
+          opError = invalidArgument(
+              "{}: operator {} was created for datatype {} but is used "
+              "with {}",
+              op.api, v, dataTypeName(s->ops[idx].dtype), dataTypeName(op.dtype));
+        } else {
+          op.op = RedOp::kSum;
+          op.preMul = true;
+          op.scalar = s->ops[idx].scalar;  // copied: the handle may be destroyed after this call
+        }
+      }
+      if (!opError.isOk()) return bad(opError);
+    }
+  }
+  if (isRooted(op.coll) && (op.root < 0 || op.root >= s->nranks))
+    return bad(invalidArgument("{}: root {} is outside [0, {})", op.api, op.root, s->nranks));
+  if (op.kind != PendingOp::Kind::kColl && (op.peer < 0 || op.peer >= s->nranks))
+    return bad(invalidArgument("{}: peer {} is outside [0, {})", op.api, op.peer, s->nranks));
+  if (op.count > 0) {
+    const bool needSend =
+        op.kind == PendingOp::Kind::kSend ||
+        (op.kind == PendingOp::Kind::kColl && usesSend(op.coll, s->rank, op.root));
+    const bool needRecv =
+        op.kind == PendingOp::Kind::kRecv ||
+        (op.kind == PendingOp::Kind::kColl && usesRecv(op.coll, s->rank, op.root));
+    if (needSend && !op.send)
+      return bad(
+          invalidArgument("{}: sendbuff is NULL (count={}, rank={})", op.api, op.count, s->rank));
+    if (needRecv && !op.recv)
+      return bad(
+          invalidArgument("{}: recvbuff is NULL (count={}, rank={})", op.api, op.count, s->rank));
+    if (Status m = checkHostMemory(needSend ? op.send : nullptr, op.api, "sendbuff"); !m.isOk())
+      return bad(m);
+    if (Status m = checkHostMemory(needRecv ? op.recv : nullptr, op.api, "recvbuff"); !m.isOk())
+      return bad(m);
+  }
+  return submit(comm->state, std::move(op));
+}
+
+PendingOp collOp(const char* api, Coll coll, const void* send, void* recv, size_t count, int root,
+                 cudaStream_t stream) {
+  PendingOp op;
+  op.kind = PendingOp::Kind::kColl;
+  op.api = api;
+  op.coll = coll;
+  op.send = send;
+  op.recv = recv;
+  op.count = count;
+  op.root = root;
+  op.stream = stream;
+  return op;
+}
+
+// ncclMemAlloc's host allocations (told apart from cudaMalloc'd ones at ncclMemFree).
+std::mutex gAllocMu;
+std::set<void*> gHostAllocs;
+
+struct Registration {
+  void* buff;
+  size_t size;
+};
+struct Window {
+  void* buff;
+  size_t size;
+  int flags;
+  CommState* comm;
+};
+
+}  // namespace
+}  // namespace tutti::nccl
+
+using namespace tutti;
+using namespace tutti::nccl;
+
+// ---- collectives ----
+
+NCCL_API(ncclResult_t, ncclAllReduce, const void* sendbuff, void* recvbuff, size_t count,
+         ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+  return enqueue(collOp("ncclAllReduce", Coll::kAllReduce, sendbuff, recvbuff, count, 0, stream),
+                 datatype, op, comm);
+}
+
+NCCL_API(ncclResult_t, ncclReduce, const void* sendbuff, void* recvbuff, size_t count,
+         ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
+  return enqueue(collOp("ncclReduce", Coll::kReduce, sendbuff, recvbuff, count, root, stream),
+                 datatype, op, comm);
+}
+
+NCCL_API(ncclResult_t, ncclBcast, void* buff, size_t count, ncclDataType_t datatype, int root,
+         ncclComm_t comm, cudaStream_t stream) {
+  return enqueue(collOp("ncclBcast", Coll::kBroadcast, buff, buff, count, root, stream), datatype,
+                 ncclSum, comm);
+}
+
+NCCL_API(ncclResult_t, ncclBroadcast, const void* sendbuff, void* recvbuff, size_t count,
+         ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
+  return enqueue(collOp("ncclBroadcast", Coll::kBroadcast, sendbuff, recvbuff, count, root, stream),
+                 datatype, ncclSum, comm);
+}
+
+NCCL_API(ncclResult_t, ncclReduceScatter, const void* sendbuff, void* recvbuff, size_t recvcount,
+         ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+  return enqueue(
+      collOp("ncclReduceScatter", Coll::kReduceScatter, sendbuff, recvbuff, recvcount, 0, stream),
+      datatype, op, comm);
+}
+
+NCCL_API(ncclResult_t, ncclAllGather, const void* sendbuff, void* recvbuff, size_t sendcount,
+         ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
+  return enqueue(
+      collOp("ncclAllGather", Coll::kAllGather, sendbuff, recvbuff, sendcount, 0, stream), datatype,
+      ncclSum, comm);
+}
+
+NCCL_API(ncclResult_t, ncclAlltoAll, const void* sendbuff, void* recvbuff, size_t count,
+         ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
+  return enqueue(collOp("ncclAlltoAll", Coll::kAllToAll, sendbuff, recvbuff, count, 0, stream),
+                 datatype, ncclSum, comm);
+}
+
+NCCL_API(ncclResult_t, ncclGather, const void* sendbuff, void* recvbuff, size_t count,
+         ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
+  return enqueue(collOp("ncclGather", Coll::kGather, sendbuff, recvbuff, count, root, stream),
+                 datatype, ncclSum, comm);
+}
+
+NCCL_API(ncclResult_t, ncclScatter, const void* sendbuff, void* recvbuff, size_t count,
+         ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
+  return enqueue(collOp("ncclScatter", Coll::kScatter, sendbuff, recvbuff, count, root, stream),
+                 datatype, ncclSum, comm);
+}
+
+// ---- point to point ----
+
+NCCL_API(ncclResult_t, ncclSend, const void* sendbuff, size_t count, ncclDataType_t datatype,
+         int peer, ncclComm_t comm, cudaStream_t stream) {
+  PendingOp op;
+  op.kind = PendingOp::Kind::kSend;
+  op.api = "ncclSend";
+  op.send = sendbuff;
+  op.count = count;
+  op.peer = peer;
+  op.stream = stream;
+  return enqueue(std::move(op), datatype, ncclSum, comm);
+}
+
+NCCL_API(ncclResult_t, ncclRecv, void* recvbuff, size_t count, ncclDataType_t datatype, int peer,
+         ncclComm_t comm, cudaStream_t stream) {
+  PendingOp op;
+  op.kind = PendingOp::Kind::kRecv;
+  op.api = "ncclRecv";
+  op.recv = recvbuff;
+  op.count = count;
+  op.peer = peer;
+  op.stream = stream;
+  return enqueue(std::move(op), datatype, ncclSum, comm);
+}
+
+// ---- custom operators ----
+
+NCCL_API(ncclResult_t, ncclRedOpCreatePreMulSum, ncclRedOp_t* op, void* scalar,
+         ncclDataType_t datatype, ncclScalarResidence_t residence, ncclComm_t comm) {
+  auto cs = checkComm(comm, "ncclRedOpCreatePreMulSum");
+  if (!cs.isOk()) return fail(cs.status());
+  CommState* s = cs.value();
+  if (!op) return fail(invalidArgument("ncclRedOpCreatePreMulSum: op is NULL"), s);
+  if (!scalar) return fail(invalidArgument("ncclRedOpCreatePreMulSum: scalar is NULL"), s);
+  if (static_cast<unsigned>(datatype) >= ncclNumTypes)
+    return fail(invalidArgument("ncclRedOpCreatePreMulSum: invalid datatype {}",
+                                static_cast<int>(datatype)),
+                s);
+  if (residence == ncclScalarDevice)
+    return fail(invalidUsage("ncclRedOpCreatePreMulSum: a device-resident scalar "
+                             "(ncclScalarDevice) is not supported yet; pass "
+                             "ncclScalarHostImmediate"),
+                s);
+  if (residence != ncclScalarHostImmediate)
+    return fail(invalidArgument("ncclRedOpCreatePreMulSum: invalid residence {}",
+                                static_cast<int>(residence)),
+                s);
+  const DataType dt = static_cast<DataType>(datatype);
+  std::lock_guard<std::mutex> lock(s->mu);
+  size_t idx = 0;
+  while (idx < s->ops.size() && s->ops[idx].live) ++idx;
+  if (idx == s->ops.size()) {
+    if (s->ops.size() >= static_cast<size_t>(kMaxDynamicOps)) {
+      s->lastError = "ncclRedOpCreatePreMulSum: too many live operators";
+      return ncclInvalidUsage;
+    }
+    s->ops.emplace_back();
+  }
+  PreMulOp& p = s->ops[idx];
+  p.live = true;
+  p.dtype = dt;
+  p.scalar.fill(std::byte{0});
+  std::memcpy(p.scalar.data(), scalar, dataTypeBytes(dt));
+  *op = static_cast<ncclRedOp_t>(kFirstDynamicOp + static_cast<int>(idx));
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclRedOpDestroy, ncclRedOp_t op, ncclComm_t comm) {
+  auto cs = checkComm(comm, "ncclRedOpDestroy");
+  if (!cs.isOk()) return fail(cs.status());
+  CommState* s = cs.value();
+  const int idx = static_cast<int>(op) - kFirstDynamicOp;
+  {
+    std::lock_guard<std::mutex> lock(s->mu);
+    if (idx >= 0 && idx < static_cast<int>(s->ops.size()) && s->ops[idx].live) {
+      s->ops[idx].live = false;
+      return ncclSuccess;
+    }
+  }
+  return fail(invalidArgument(
+                  "ncclRedOpDestroy: operator {} is {} on this communicator", static_cast<int>(op),
+                  idx < 0 ? "built in" : "not a live ncclRedOpCreatePreMulSum operator"),
+              s);
+}
+
+// ---- registration ----
+
+NCCL_API(ncclResult_t, ncclCommRegister, const ncclComm_t comm, void* buff, size_t size,
+         void** handle) {
+  auto cs = checkComm(comm, "ncclCommRegister");
+  if (!cs.isOk()) return fail(cs.status());
+  CommState* s = cs.value();
+  if (!handle) return fail(invalidArgument("ncclCommRegister: handle is NULL"), s);
+  if (!buff && size > 0)
+    return fail(invalidArgument("ncclCommRegister: buff is NULL (size={})", size), s);
+  auto* r = new Registration{buff, size};
+  std::lock_guard<std::mutex> lock(s->mu);
+  s->registrations[r] = size;
+  *handle = r;
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclCommDeregister, const ncclComm_t comm, void* handle) {
+  auto cs = checkComm(comm, "ncclCommDeregister");
+  if (!cs.isOk()) return fail(cs.status());
+  CommState* s = cs.value();
+  {
+    std::lock_guard<std::mutex> lock(s->mu);
+    auto it = s->registrations.find(handle);
+    if (it != s->registrations.end()) {
+      s->registrations.erase(it);
+      delete static_cast<Registration*>(handle);
+      return ncclSuccess;
+    }
+  }
+  return fail(invalidArgument("ncclCommDeregister: handle {} was not returned by ncclCommRegister "
+                              "on this communicator",
+                              handle),
+              s);
+}
+
+NCCL_API(ncclResult_t, ncclCommWindowRegister, ncclComm_t comm, void* buff, size_t size,
+         ncclWindow_t* win, int winFlags) {
+  auto cs = checkComm(comm, "ncclCommWindowRegister");
+  if (!cs.isOk()) return fail(cs.status());
+  CommState* s = cs.value();
+  if (!win) return fail(invalidArgument("ncclCommWindowRegister: win is NULL"), s);
+  if (!buff && size > 0)
+    return fail(invalidArgument("ncclCommWindowRegister: buff is NULL (size={})", size), s);
+  if (winFlags & ~NCCL_WIN_COLL_SYMMETRIC)
+    return fail(invalidArgument("ncclCommWindowRegister: unknown winFlags {:#x}", winFlags), s);
+  auto* w = new Window{buff, size, winFlags, s};
+  std::lock_guard<std::mutex> lock(s->mu);
+  s->registrations[w] = size;
+  *win = reinterpret_cast<ncclWindow_t>(w);
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclCommWindowDeregister, ncclComm_t comm, ncclWindow_t win) {
+  auto cs = checkComm(comm, "ncclCommWindowDeregister");
+  if (!cs.isOk()) return fail(cs.status());
+  CommState* s = cs.value();
+  {
+    std::lock_guard<std::mutex> lock(s->mu);
+    auto it = s->registrations.find(win);
+    if (it != s->registrations.end()) {
+      s->registrations.erase(it);
+      delete reinterpret_cast<Window*>(win);
+      return ncclSuccess;
+    }
+  }
+  return fail(invalidArgument("ncclCommWindowDeregister: window {} was not registered on this "
+                              "communicator",
+                              static_cast<const void*>(win)),
+              s);
+}
+
+NCCL_API(ncclResult_t, ncclWinGetUserPtr, ncclComm_t comm, ncclWindow_t win, void** outUserPtr) {
+  auto cs = checkComm(comm, "ncclWinGetUserPtr");
+  if (!cs.isOk()) return fail(cs.status());
+  CommState* s = cs.value();
+  if (!outUserPtr) return fail(invalidArgument("ncclWinGetUserPtr: outUserPtr is NULL"), s);
+  std::lock_guard<std::mutex> lock(s->mu);
+  if (!s->registrations.count(win)) {
+    s->lastError = "ncclWinGetUserPtr: window not registered on this communicator";
+    return ncclInvalidArgument;
+  }
+  *outUserPtr = reinterpret_cast<Window*>(win)->buff;
+  return ncclSuccess;
+}
+
+// ---- memory ----
+
+NCCL_API(ncclResult_t, ncclMemAlloc, void** ptr, size_t size) {
+  if (!ptr) return fail(invalidArgument("ncclMemAlloc: ptr is NULL"));
+  *ptr = nullptr;
+#if TUTTI_HAVE_CUDA
+  if (cudaDevicePresent()) {
+    cudaError_t e = cudaMalloc(ptr, size > 0 ? size : 1);
+    if (e != cudaSuccess)
+      return fail(makeStatus(Code::kUnhandledCudaError, "ncclMemAlloc: cudaMalloc({}) failed: {}",
+                             size, cudaGetErrorString(e)));
+    return ncclSuccess;
+  }
+#endif
+  constexpr size_t kAlign = 4096;
+  const size_t bytes = (std::max<size_t>(size, 1) + kAlign - 1) / kAlign * kAlign;
+  void* p = std::aligned_alloc(kAlign, bytes);
+  if (!p) return fail(systemError("ncclMemAlloc: cannot allocate {} bytes", size));
+  std::lock_guard<std::mutex> lock(gAllocMu);
+  gHostAllocs.insert(p);
+  *ptr = p;
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclMemFree, void* ptr) {
+  if (!ptr) return ncclSuccess;
+  {
+    std::lock_guard<std::mutex> lock(gAllocMu);
+    if (gHostAllocs.erase(ptr)) {
+      std::free(ptr);
+      return ncclSuccess;
+    }
+  }
+#if TUTTI_HAVE_CUDA
+  if (cudaDevicePresent()) {
+    cudaError_t e = cudaFree(ptr);
+    if (e == cudaSuccess) return ncclSuccess;
+    return fail(makeStatus(Code::kUnhandledCudaError, "ncclMemFree({}): cudaFree failed: {}", ptr,
+                           cudaGetErrorString(e)));
+  }
+#endif
+  return fail(invalidArgument("ncclMemFree: {} was not allocated by ncclMemAlloc", ptr));
+}

@@ -1,0 +1,273 @@
+// File: nccl/common.cc
+// Shared helpers of the NCCL layer: result codes and last-error text, handle checks, host/device
+// memory detection through the static CUDA runtime, configuration parsing, the worker thread.
+#include <cstring>
+
+#include "core/config.h"
+#include "core/env.h"
+#include "core/log.h"
+#include "nccl/internal.h"
+
+#if TUTTI_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+namespace tutti::nccl {
+
+namespace {
+thread_local std::string tLastError;
+std::mutex gLastMu;
+std::string gLastError;  // the most recent error of any thread
+}  // namespace
+
+ncclResult_t toResult(Code code) {
+  switch (code) {
+    case Code::kSuccess:
+      return ncclSuccess;
+    case Code::kUnhandledCudaError:
+      return ncclUnhandledCudaError;
+    case Code::kSystemError:
+      return ncclSystemError;
+    case Code::kInternalError:
+      return ncclInternalError;
+    case Code::kInvalidArgument:
+      return ncclInvalidArgument;
+    case Code::kInvalidUsage:
+      return ncclInvalidUsage;
+    case Code::kRemoteError:
+      return ncclRemoteError;
+    case Code::kInProgress:
+      return ncclInProgress;
+    case Code::kTimeout:
+      return ncclRemoteError;  // NCCL 2.28 has no timeout code
+  }
+  return ncclInternalError;
+}
+
+ncclResult_t fail(const Status& s, CommState* comm) {
+  if (s.isOk()) return ncclSuccess;
+  if (s.code() == Code::kInProgress) return ncclInProgress;
+  TUTTI_LOG_WARN(Subsys::kColl, "{}", s.message());
+  tLastError = s.message();
+  {
+    std::lock_guard<std::mutex> lock(gLastMu);
+    gLastError = s.message();
+  }
+  if (comm) {
+    std::lock_guard<std::mutex> lock(comm->mu);
+    comm->lastError = s.message();
+  }
+  return toResult(s.code());
+}
+
+const std::string& threadLastError() {
+  if (!tLastError.empty()) return tLastError;
+  std::lock_guard<std::mutex> lock(gLastMu);
+  tLastError = gLastError;  // a copy this thread owns: stays valid until its next error
+  return tLastError;
+}
+
+Result<CommState*> checkComm(ncclComm_t comm, const char* api) {
+  if (!comm) return invalidArgument("{}: comm is NULL", api);
+  if (comm->magic != kCommMagic || !comm->state)
+    return invalidArgument(
+        "{}: comm {} is not a live communicator (destroyed, or not returned "
+        "by ncclCommInit*)",
+        api, static_cast<const void*>(comm));
+  return comm->state.get();
+}
+
+Status checkUsable(CommState& s, const char* api) {
+  if (s.aborted.load()) return invalidUsage("{}: the communicator was aborted", api);
+  if (s.revoked.load()) return invalidUsage("{}: the communicator was revoked", api);
+  if (s.suspended.load())
+    return invalidUsage("{}: the communicator is suspended (call ncclCommResume first)", api);
+  return Status::ok();
+}
+
+bool cudaDevicePresent() {
+#if TUTTI_HAVE_CUDA
+  static const bool present = [] {
+    int n = 0;
+    const bool ok = cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+    (void)cudaGetLastError();  // clear the sticky "no driver" error
+    return ok;
+  }();
+  return present;
+#else
+  return false;
+#endif
+}
+
+Status checkHostMemory(const void* p, const char* api, const char* arg) {
+  if (!p || !cudaDevicePresent()) return Status::ok();
+#if TUTTI_HAVE_CUDA
+  cudaPointerAttributes attr{};
+  if (cudaPointerGetAttributes(&attr, p) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return Status::ok();  // unknown to CUDA: plain host memory
+  }
+  if (attr.type == cudaMemoryTypeDevice)
+    return invalidUsage(
+        "{}: {} {} is CUDA device memory (device {}); this tutti release runs "
+        "collectives on host memory only (device memory comes with the GPU path)",
+        api, arg, p, attr.device);
+#else
+  (void)api;
+  (void)arg;
+#endif
+  return Status::ok();
+}
+
+Status syncStream(cudaStream_t stream, const char* api) {
+#if TUTTI_HAVE_CUDA
+  if (!stream || !cudaDevicePresent()) return Status::ok();
+  cudaError_t e = cudaStreamSynchronize(stream);
+  if (e != cudaSuccess)
+    return makeStatus(Code::kUnhandledCudaError, "{}: cudaStreamSynchronize failed: {}", api,
+                      cudaGetErrorString(e));
+#else
+  (void)stream;
+  (void)api;
+#endif
+  return Status::ok();
+}
+
+void initLogging() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    log::init();
+    log::setLineStyle(log::LineStyle::kNccl);
+    // As NCCL: silent unless NCCL_DEBUG (or TUTTI_DEBUG) asks for output.
+    if (!env::get({"NCCL_DEBUG", "TUTTI_DEBUG"})) log::setLevel(LogLevel::kNone);
+    if (!log::versionRequested()) return;
+#if TUTTI_HAVE_CUDA
+    int rt = 0;
+    cudaRuntimeGetVersion(&rt);
+    const std::string cuda = fmt::format("cuda{}.{}", rt / 1000, rt % 1000 / 10);
+#else
+    const std::string cuda = "nocuda";
+#endif
+    log::writeBanner(
+        fmt::format("NCCL version {}.{}.{}+{} (tutti {} emulating NCCL {}.{}.{}; "
+                    "host memory)",
+                    NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH, cuda, versionString(), NCCL_MAJOR,
+                    NCCL_MINOR, NCCL_PATCH));
+  });
+}
+
+Result<Config> readConfig(const ncclConfig_t* in, const char* api) {
+  Config c;
+  ncclConfig_t v = NCCL_CONFIG_INITIALIZER;
+  if (in) {
+    if (in->magic != NCCL_API_MAGIC)
+      return invalidArgument(
+          "{}: ncclConfig_t argument not initialized via "
+          "NCCL_CONFIG_INITIALIZER (magic={:#x})",
+          api, in->magic);
+    const size_t minSize = offsetof(ncclConfig_t, blocking) + sizeof(int);
+    if (in->size < minSize)
+      return invalidArgument("{}: ncclConfig_t size {} is smaller than any NCCL version's", api,
+                             in->size);
+    // Fields beyond the caller's struct keep their defaults; fields beyond ours are ignored.
+    std::memcpy(&v, in, std::min(in->size, sizeof v));
+  }
+  if (v.blocking == NCCL_CONFIG_UNDEF_INT) {
+    auto e = env::get({"NCCL_COMM_BLOCKING"});
+    auto n = e ? env::parseInt(*e) : std::nullopt;
+    v.blocking = n ? static_cast<int>(*n) : 1;
+  }
+  if (v.blocking != 0 && v.blocking != 1)
+    return invalidArgument("{}: config blocking must be 0 or 1 (blocking={})", api, v.blocking);
+  c.blocking = v.blocking == 1;
+  c.splitShare = v.splitShare == NCCL_CONFIG_UNDEF_INT ? 0 : v.splitShare;
+  c.shrinkShare = v.shrinkShare == NCCL_CONFIG_UNDEF_INT ? 0 : v.shrinkShare;
+  if (v.commName) c.commName = v.commName;
+  return c;
+}
+
+// ---- CommState ----
+
+void CommState::recordAsync(const Status& s) {
+  if (s.isOk() || s.code() == Code::kInProgress) return;
+  std::lock_guard<std::mutex> lock(mu);
+  if (asyncStatus.isOk()) asyncStatus = s;
+}
+
+Status CommState::asyncError() const {
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!asyncStatus.isOk()) return asyncStatus;
+  }
+  if (ready.load() && comm.valid()) return comm.asyncError();
+  return Status::ok();
+}
+
+// ---- Worker ----
+
+struct Worker::Shared {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<std::function<void()>> queue;
+  int running = 0;
+  bool stop = false;
+};
+
+Worker::Worker() : sh_(std::make_shared<Shared>()) {}
+
+Worker::~Worker() { stop(std::chrono::hours(24), false); }
+
+void Worker::submit(std::function<void()> task) {
+  std::lock_guard<std::mutex> lock(sh_->mu);
+  pending_->fetch_add(1);
+  sh_->queue.push_back(std::move(task));
+  if (!thread_.joinable()) {
+    thread_ = std::thread([sh = sh_, pending = pending_] {
+      std::unique_lock<std::mutex> lock(sh->mu);
+      for (;;) {
+        sh->cv.wait(lock, [&] { return sh->stop || !sh->queue.empty(); });
+        if (sh->queue.empty()) return;
+        auto t = std::move(sh->queue.front());
+        sh->queue.pop_front();
+        ++sh->running;
+        lock.unlock();
+        t();
+        t = nullptr;  // drop what the task captured before reporting it finished
+        lock.lock();
+        --sh->running;
+        pending->fetch_sub(1);
+        sh->cv.notify_all();
+      }
+    });
+  }
+  sh_->cv.notify_all();
+}
+
+void Worker::drain() {
+  std::unique_lock<std::mutex> lock(sh_->mu);
+  sh_->cv.wait(lock, [&] { return pending_->load() == 0; });
+}
+
+void Worker::stop(std::chrono::milliseconds wait, bool detachIfBusy) {
+  if (thread_.joinable() && thread_.get_id() == std::this_thread::get_id()) {
+    // The last owner let go inside a task of this very thread: it ends after that task.
+    std::lock_guard<std::mutex> lock(sh_->mu);
+    sh_->stop = true;
+    thread_.detach();
+    return;
+  }
+  {
+    std::unique_lock<std::mutex> lock(sh_->mu);
+    sh_->stop = true;
+    sh_->cv.notify_all();
+    sh_->cv.wait_for(lock, wait, [&] { return pending_->load() == 0; });
+  }
+  if (!thread_.joinable()) return;
+  if (detachIfBusy && pending_->load() > 0) {
+    thread_.detach();  // finishes its task on its own; it holds what it needs
+    return;
+  }
+  thread_.join();
+}
+
+}  // namespace tutti::nccl

@@ -1,0 +1,54 @@
+// File: nccl/group.h
+// Recorded operations and the group layer: what a collective or send/recv call leaves behind,
+// how the outermost ncclGroupEnd runs it (per communicator: collectives in issue order with
+// small-allreduce fusion, then every send and receive together; several communicators
+// concurrently), and the entry used by calls made outside a group.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "nccl/internal.h"
+
+namespace tutti::nccl {
+
+/// One recorded operation on one communicator.
+struct PendingOp {
+  enum class Kind { kColl, kSend, kRecv, kTask } kind = Kind::kColl;
+  Coll coll = Coll::kAllReduce;
+  const void* send = nullptr;
+  void* recv = nullptr;
+  size_t count = 0;
+  DataType dtype = DataType::kFloat32;
+  RedOp op = RedOp::kSum;  ///< the reduction after any premultiplication
+  bool preMul = false;     ///< premultiply the input by `scalar` first
+  std::array<std::byte, 8> scalar{};
+  int root = 0;
+  int peer = -1;  ///< kSend / kRecv
+  cudaStream_t stream = nullptr;
+  const char* api = "";
+  /// kTask: communicator management run in order with the operations (init, split, finalize).
+  std::function<Status()> task;
+};
+
+/// Submits `op` on `comm`: recorded when this thread is inside a group, else run now (blocking
+/// communicator: on this thread; nonblocking: on its worker, returning ncclInProgress).
+ncclResult_t submit(const std::shared_ptr<CommState>& comm, PendingOp op);
+
+/// Whether this thread is inside ncclGroupStart/End.
+bool inGroup();
+/// Records an argument error of a call inside the group (ncclGroupEnd then returns it).
+void noteGroupError(ncclResult_t r);
+
+/// Runs one communicator's operations in order (what a group does per communicator). Used by the
+/// group layer and by tests of fusion. `fusionBytes` 0 disables fusion.
+Status runBatch(CommState& comm, std::vector<PendingOp>& ops, size_t fusionBytes);
+
+/// TUTTI_FUSION_BYTES: the largest fused buffer (and the largest allreduce that is fused).
+size_t fusionBytes();
+
+/// Sum over the group's collectives of the simulator's prediction (microseconds).
+double predictGroup(const std::vector<std::pair<CommState*, PendingOp>>& ops);
+
+}  // namespace tutti::nccl

@@ -1,0 +1,163 @@
+// File: nccl/internal.h
+// The state behind an ncclComm_t and the helpers shared by the NCCL entry points: result
+// conversion, the last-error text, memory-kind checks, the per-communicator worker thread, and
+// the pending operations a group collects.
+//
+// Execution model (DESIGN section 7): a host-memory operation on a blocking communicator outside
+// a group runs on the calling thread and is complete when the call returns. Inside a group the
+// calls are recorded per thread and run at the outermost ncclGroupEnd (group.cc). Nonblocking
+// communicators (config.blocking = 0) run everything on their worker thread and return
+// ncclInProgress; ncclCommGetAsyncError reports ncclInProgress until the worker is idle.
+#pragma once
+
+#include <tutti/nccl.h>
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <tutti/tutti.hpp>
+#include <vector>
+
+#include "core/status.h"
+
+namespace tutti::nccl {
+
+/// Marks a live ncclComm (catches use after destroy and garbage handles).
+inline constexpr uint64_t kCommMagic = 0x4e43434c54555454ull;  // "TTUTLCCN"
+/// First handle of ncclRedOpCreatePreMulSum operators.
+inline constexpr int kFirstDynamicOp = ncclNumOps;
+inline constexpr int kMaxDynamicOps = 1024;
+
+/// The configuration fields tutti uses, read from a caller's ncclConfig_t of any version.
+struct Config {
+  bool blocking = true;
+  int splitShare = 0;
+  int shrinkShare = 0;
+  std::string commName;
+};
+
+/// Reads `in` (NULL: defaults, then environment) by its size/magic/version header.
+/// NCCL_COMM_BLOCKING overrides an unset blocking field. InvalidArgument for a bad magic or size.
+Result<Config> readConfig(const ncclConfig_t* in, const char* api);
+
+/// A thread that runs tasks in submission order (nonblocking communicators and multi-communicator
+/// groups). Started on first use.
+class Worker {
+ public:
+  Worker();
+  ~Worker();
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+  void submit(std::function<void()> task);
+  /// Blocks until every submitted task has finished.
+  void drain();
+  /// Number of tasks submitted and not yet finished.
+  int pending() const { return pending_->load(); }
+  /// Lets queued tasks finish (waiting at most `wait`), then ends the thread. With
+  /// `detachIfBusy`, a task still running then (an uninterruptible bootstrap) is left to finish on
+  /// its own thread, which owns everything it touches.
+  void stop(std::chrono::milliseconds wait, bool detachIfBusy);
+
+ private:
+  struct Shared;
+  std::shared_ptr<Shared> sh_;
+  std::shared_ptr<std::atomic<int>> pending_ = std::make_shared<std::atomic<int>>(0);
+  std::thread thread_;
+};
+
+/// A premultiplied-sum operator: the scalar's bytes and its dtype.
+struct PreMulOp {
+  bool live = false;
+  DataType dtype = DataType::kFloat32;
+  std::array<std::byte, 8> scalar{};
+};
+
+/// Everything behind an ncclComm_t. Shared (shared_ptr) so that a worker still finishing an
+/// uninterruptible init after ncclCommAbort keeps it alive.
+struct CommState {
+  int rank = 0, nranks = 1, cudaDev = -1;
+  Config config;
+  Communicator comm;  ///< valid once init succeeded
+  std::atomic<bool> ready{false};
+  std::atomic<bool> aborted{false};
+  std::atomic<bool> revoked{false};
+  std::atomic<bool> suspended{false};
+  std::atomic<int> activeCalls{0};  ///< API calls inside this communicator right now
+
+  mutable std::mutex mu;  // guards everything below
+  Status asyncStatus;     ///< first error of init or of a worker task
+  std::string lastError;
+  std::vector<PreMulOp> ops;              ///< handle kFirstDynamicOp + i
+  std::map<void*, size_t> registrations;  ///< ncclCommRegister handles -> size
+  std::vector<std::byte> staging;         ///< fusion / premulsum buffers (one executor at a time)
+
+  Worker worker;
+
+  void recordAsync(const Status& s);
+  Status asyncError() const;
+};
+
+}  // namespace tutti::nccl
+
+/// The opaque handle. Freed by ncclCommDestroy / ncclCommAbort.
+struct ncclComm {
+  uint64_t magic = tutti::nccl::kCommMagic;
+  std::shared_ptr<tutti::nccl::CommState> state;
+};
+
+namespace tutti::nccl {
+
+/// Status code -> ncclResult_t (same values; tutti's Timeout becomes ncclRemoteError).
+ncclResult_t toResult(Code code);
+/// Records s as this thread's (and comm's, when given) last error, logs it as an NCCL WARN, and
+/// returns its ncclResult_t. Ok maps to ncclSuccess and records nothing.
+ncclResult_t fail(const Status& s, CommState* comm = nullptr);
+/// This thread's last error text.
+const std::string& threadLastError();
+
+/// Validates a handle: InvalidArgument for NULL or a handle that is not (or no longer) a comm.
+Result<CommState*> checkComm(ncclComm_t comm, const char* api);
+/// Fails when the communicator cannot run operations (aborted, revoked, suspended, not ready).
+Status checkUsable(CommState& s, const char* api);
+
+/// InvalidUsage when p is device memory (this release runs host memory only). Host memory is
+/// anything cudaPointerGetAttributes calls unregistered/host, or everything when no CUDA device
+/// exists.
+Status checkHostMemory(const void* p, const char* api, const char* arg);
+/// Whether a CUDA device is usable (cached after the first call).
+bool cudaDevicePresent();
+/// Waits for prior work on `stream` (no-op for NULL or without CUDA).
+Status syncStream(cudaStream_t stream, const char* api);
+/// Prints the version banner once per process when NCCL_DEBUG asks for it, and switches the log
+/// to NCCL's line format.
+void initLogging();
+
+/// Keeps CommState::activeCalls right for the duration of an API call.
+class ActiveCall {
+ public:
+  explicit ActiveCall(CommState* s) : s_(s) { s_->activeCalls.fetch_add(1); }
+  ~ActiveCall() { s_->activeCalls.fetch_sub(1); }
+  ActiveCall(const ActiveCall&) = delete;
+  ActiveCall& operator=(const ActiveCall&) = delete;
+
+ private:
+  CommState* s_;
+};
+
+}  // namespace tutti::nccl
+
+/// Defines `ret ncclX(args)` as a weak symbol with a strong alias pncclX, both exported (NCCL's
+/// PMPI-style profiling convention). Use: NCCL_API(ncclResult_t, ncclFoo, int a) { ... }
+#define NCCL_API(ret, name, ...)                                                            \
+  extern "C" ret name(__VA_ARGS__) __attribute__((visibility("default"), weak));            \
+  extern "C" ret p##name(__VA_ARGS__) __attribute__((visibility("default"), alias(#name))); \
+  extern "C" ret name(__VA_ARGS__)
