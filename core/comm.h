@@ -143,6 +143,7 @@ class CommImpl final : public ExecHooks, public hang::Source {
   std::atomic<uint64_t> curSeq_{0};
   std::atomic<int> curColl_{0};
   std::optional<bootstrap::wire::Notice> notice_;  // the notice that failed the running call
+  std::optional<bootstrap::wire::Notice> timeoutNotice_;  // another rank timed out
 };
 
 }  // namespace tutti::detail

@@ -60,7 +60,9 @@ Status CommImpl::afterCall(const CallArgs& a, const Plan& plan, Status s, Clock:
   } else {
     if (!notice_ && s.code() == Code::kRemoteError && nranks_ > 2) {
       // The peer that vanished may have left because of an earlier failure elsewhere.
-      if (auto n = boot_->pollNotice(kNoticeGrace)) {
+      auto n = std::move(timeoutNotice_);
+      if (!n) n = boot_->pollNotice(kNoticeGrace);
+      if (n) {
         notice_ = std::move(n);
         s = Status(notice_->code,
                    fmt::format("{} #{}: rank {} failed, so this call cannot complete (rank={}): {} "
@@ -77,9 +79,7 @@ Status CommImpl::afterCall(const CallArgs& a, const Plan& plan, Status s, Clock:
     }
     TUTTI_LOG_WARN(Subsys::kColl, "{}", s.message());
     recordError(s);
-    // A timeout is not announced: every waiting rank times out by itself, naming the peers it
-    // waits for, which points at the rank that stopped; the first one's notice would hide that.
-    if (!abort_.load() && nranks_ > 1 && (notice_ || s.code() != Code::kTimeout))
+    if (!abort_.load() && nranks_ > 1)
       boot_->sendNotice(notice_ ? *notice_
                                 : Notice{s.code(), rank_,
                                          fmt::format("rank {} (host {}): {}", rank_,
@@ -118,6 +118,13 @@ Status CommImpl::whileWaiting(const std::function<std::string()>& reportLine) {
   }
   if (nranks_ > 1) {
     if (auto n = boot_->pollNotice(std::chrono::milliseconds(0))) {
+      // Another rank's timeout does not end this call: every waiting rank times out by itself,
+      // naming the peers it waits for, which points at the rank that stopped; the first timeout
+      // would hide that. It is kept to explain a peer that leaves after its timeout.
+      if (n->code == Code::kTimeout) {
+        if (!timeoutNotice_) timeoutNotice_ = std::move(n);
+        return Status::ok();
+      }
       notice_ = std::move(n);
       return Status(notice_->code,
                     fmt::format("{} #{}: rank {} failed, so this call cannot complete (rank={}): {}",
