@@ -22,6 +22,7 @@
 
 #include "core/env.h"
 #include "core/log.h"
+#include "transports/shm/shm_wire.h"
 #include "transports/transport.h"
 
 namespace tutti::transport {
@@ -31,7 +32,7 @@ TUTTI_PARAM_INT(kRingBytes, "TUTTI_SHM_RING_BYTES", nullptr, "SHM", 1 << 20,
                 "bytes of each per-peer shared-memory ring (power of two, >= 4096)");
 
 constexpr size_t kLine = 64;
-constexpr uint64_t kMagic = 0x74757474695f5348ull;  // "tutti_SH"
+using shm_wire::kMagic;
 
 struct alignas(kLine) SegmentHeader {
   uint64_t magic;
@@ -274,11 +275,7 @@ class ShmConnection final : public Connection {
   std::deque<PendingRecv> recvs_;
 };
 
-struct Blob {
-  uint64_t magic;
-  uint64_t ringBytes;
-  char name[96];
-};
+using shm_wire::Blob;
 
 class ShmTransport final : public Transport {
  public:
@@ -319,15 +316,7 @@ class ShmTransport final : public Transport {
 
   Result<std::unique_ptr<Connection>> connect(const Context& ctx, int peer,
                                               std::span<const std::byte> peerBlob) override {
-    Blob blob{};
-    if (peerBlob.size() != sizeof blob)
-      return internalError("shm: bad address blob from rank {} ({} bytes)", peer, peerBlob.size());
-    std::memcpy(&blob, peerBlob.data(), sizeof blob);
-    blob.name[sizeof blob.name - 1] = '\0';
-    if (blob.magic != kMagic || blob.ringBytes != ringBytes_)
-      return invalidUsage("shm: rank {} uses a different shm layout (ring {} vs {} bytes): set the "
-                          "same TUTTI_SHM_RING_BYTES on every rank", peer, blob.ringBytes,
-                          ringBytes_);
+    TUTTI_TRY_ASSIGN(const Blob blob, shm_wire::parseBlob(peerBlob, peer, ringBytes_));
     auto theirs = std::make_shared<Mapping>();
     theirs->bytes = segmentBytes(ctx.nranks, ringBytes_);
     TUTTI_TRY_ASSIGN(theirs->addr,
