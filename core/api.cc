@@ -254,6 +254,15 @@ Result<std::string> Communicator::loadSchedule(const std::string& path) {
   if (!impl_) return noComm("loadSchedule");
   return impl_->loadSchedule(path);
 }
+std::vector<CollStats> Communicator::stats() const {
+  return impl_ ? impl_->stats() : std::vector<CollStats>{};
+}
+void Communicator::resetStats() {
+  if (impl_) impl_->resetStats();
+}
+void Communicator::writeHangReport() const {
+  if (impl_) impl_->requestReport();
+}
 std::vector<std::string> Communicator::algorithms(Coll coll) {
   std::vector<std::string> names;
   for (const auto& a : algo::registry())

@@ -3,83 +3,128 @@
 #include "core/bootstrap.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/random.h>
 
 #include <cstring>
 #include <map>
 #include <thread>
+#include <unistd.h>
 
+#include "core/bootstrap_wire.h"
 #include "core/log.h"
 
 namespace tutti::bootstrap {
 
 namespace {
-constexpr uint64_t kIdMagic = 0x3144495454555431ull;     // "1TUTTID1"
-constexpr uint64_t kHelloMagic = 0x4f4c4c4548545431ull;  // hello to the root
-constexpr uint64_t kRingMagic = 0x474e495254545431ull;   // ring handshake
-
-// Compact address: family, port (network order), 16 address bytes.
-struct PackedAddr {
-  uint16_t family = 0;
-  uint16_t port = 0;
-  uint8_t addr[16] = {};
-};
-PackedAddr pack(const net::SockAddr& a) {
-  PackedAddr p;
-  p.family = a.storage.ss_family;
-  if (p.family == AF_INET) {
-    auto* s = reinterpret_cast<const sockaddr_in*>(&a.storage);
-    p.port = s->sin_port;
-    std::memcpy(p.addr, &s->sin_addr, 4);
-  } else if (p.family == AF_INET6) {
-    auto* s = reinterpret_cast<const sockaddr_in6*>(&a.storage);
-    p.port = s->sin6_port;
-    std::memcpy(p.addr, &s->sin6_addr, 16);
-  }
-  return p;
-}
-net::SockAddr unpack(const PackedAddr& p) {
-  net::SockAddr a;
-  if (p.family == AF_INET) {
-    auto* s = reinterpret_cast<sockaddr_in*>(&a.storage);
-    s->sin_family = AF_INET;
-    s->sin_port = p.port;
-    std::memcpy(&s->sin_addr, p.addr, 4);
-    a.len = sizeof(sockaddr_in);
-  } else if (p.family == AF_INET6) {
-    auto* s = reinterpret_cast<sockaddr_in6*>(&a.storage);
-    s->sin6_family = AF_INET6;
-    s->sin6_port = p.port;
-    std::memcpy(&s->sin6_addr, p.addr, 16);
-    a.len = sizeof(sockaddr_in6);
-  }
-  return a;
-}
-
-struct IdLayout {
-  uint64_t magic;
-  uint64_t secret;
-  PackedAddr root;
-};
-static_assert(sizeof(IdLayout) <= sizeof(UniqueId::bytes));
-
-struct Hello {
-  uint64_t magic;
-  uint64_t secret;
-  int32_t rank;
-  int32_t nranks;
-  PackedAddr ringAddr;
-};
-struct RingHello {
-  uint64_t magic;
-  uint64_t secret;
-  int32_t rank;
-};
+using namespace wire;
+constexpr size_t kMaxPendingHellos = 256;
+constexpr auto kHelloWait = std::chrono::seconds(5);  // per connection: a silent client is dropped
 
 template <typename T>
-std::string asBytes(const T& v) {
+std::string podBytes(const T& v) {
   return std::string(reinterpret_cast<const char*>(&v), sizeof v);
+}
+
+// Logs rejected connections: the first few in full, then a count (a flood must not flood the log).
+struct Rejects {
+  std::string where;
+  int count = 0;
+  void operator()(const std::string& from, const std::string& why) {
+    if (++count <= 8)
+      TUTTI_LOG_WARN(Subsys::kBootstrap, "bootstrap: {} rejected a connection from {}: {}", where,
+                     from, why);
+  }
+  ~Rejects() {
+    if (count > 8)
+      TUTTI_LOG_WARN(Subsys::kBootstrap, "bootstrap: {} rejected {} connections in all", where,
+                     count);
+  }
+};
+
+std::string peerName(const sockaddr_storage& ss) {
+  net::SockAddr a;
+  a.storage = ss;
+  a.len = ss.ss_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
+  return ss.ss_family == AF_INET || ss.ss_family == AF_INET6 ? a.toString() : std::string("?");
+}
+
+// Accepts connections on `listenFd` and reads a `helloBytes` hello from each, all concurrently,
+// so that a silent, slow or malicious client delays nobody: each must complete its hello within
+// kHelloWait, at most kMaxPendingHellos are pending, and a short or closed one is dropped and
+// logged. onHello(fd, bytes, from) decides; it returns true when the wait is over. Timeout at the
+// deadline.
+template <typename OnHello>
+Status acceptHellos(int listenFd, size_t helloBytes, net::Deadline deadline, Rejects& reject,
+                    OnHello onHello) {
+  struct Pending {
+    net::Fd fd;
+    std::vector<std::byte> buf;
+    size_t got = 0;
+    net::Deadline due;
+    std::string from;
+  };
+  std::vector<Pending> pending;
+  std::vector<pollfd> fds;
+  const int flags = fcntl(listenFd, F_GETFL);
+  if (flags >= 0) fcntl(listenFd, F_SETFL, flags | O_NONBLOCK);  // accept until EAGAIN
+  for (;;) {
+    auto now = net::Clock::now();
+    if (now >= deadline) return timeoutError("timed out");
+    auto wake = deadline;
+    for (size_t i = 0; i < pending.size();) {
+      if (pending[i].due <= now) {
+        reject(pending[i].from, fmt::format("it sent {} of the {} hello bytes within {} s",
+                                            pending[i].got, helloBytes, kHelloWait.count()));
+        pending.erase(pending.begin() + static_cast<long>(i));
+        continue;
+      }
+      wake = std::min(wake, pending[i].due);
+      ++i;
+    }
+    fds.assign(1, pollfd{listenFd, POLLIN, 0});
+    for (auto& p : pending) fds.push_back(pollfd{p.fd.get(), POLLIN, 0});
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count() + 1;
+    if (poll(fds.data(), fds.size(), static_cast<int>(std::min<int64_t>(ms, 1000))) < 0 &&
+        errno != EINTR)
+      return systemError("poll: {}", errnoString(errno));
+    for (size_t i = pending.size(); i-- > 0;) {  // back to front: erasing keeps indices valid
+      if (fds[i + 1].revents == 0) continue;
+      Pending& p = pending[i];
+      const ssize_t n = recv(p.fd.get(), p.buf.data() + p.got, helloBytes - p.got, MSG_DONTWAIT);
+      if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+      if (n <= 0) {
+        reject(p.from, fmt::format("it closed after {} of the {} hello bytes", p.got, helloBytes));
+        pending.erase(pending.begin() + static_cast<long>(i));
+        continue;
+      }
+      p.got += static_cast<size_t>(n);
+      if (p.got < helloBytes) continue;
+      Pending done = std::move(p);
+      pending.erase(pending.begin() + static_cast<long>(i));
+      if (onHello(std::move(done.fd), std::span<const std::byte>(done.buf), done.from))
+        return Status::ok();
+    }
+    if (fds[0].revents == 0) continue;
+    for (;;) {
+      sockaddr_storage ss{};
+      socklen_t len = sizeof ss;
+      int fd = accept4(listenFd, reinterpret_cast<sockaddr*>(&ss), &len,
+                       SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (fd < 0) break;
+      int one = 1;
+      setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+      if (pending.size() >= kMaxPendingHellos) {
+        reject(peerName(ss), "too many connections are pending");
+        close(fd);
+        continue;
+      }
+      pending.push_back(Pending{net::Fd(fd), std::vector<std::byte>(helloBytes), 0,
+                                net::Clock::now() + kHelloWait, peerName(ss)});
+    }
+  }
 }
 
 std::string rankList(const std::vector<int>& ranks) {
@@ -98,52 +143,53 @@ void serveRoot(net::Fd listen, uint64_t secret, std::chrono::milliseconds timeou
   int nranks = -1;
   std::map<int, std::pair<net::Fd, PackedAddr>> joined;
   std::string failure;
-  while (nranks < 0 || static_cast<int>(joined.size()) < nranks) {
-    auto conn = net::acceptFrom(listen.get(), deadline, "bootstrap root");
-    if (!conn.isOk()) {
-      std::vector<int> missing;
-      for (int r = 0; r < std::max(nranks, 0); ++r)
-        if (!joined.count(r)) missing.push_back(r);
-      failure = nranks < 0
-                    ? fmt::format("bootstrap: no rank joined the root at {} within {} ms", where,
-                                  timeout.count())
-                    : fmt::format("bootstrap: timed out after {} ms waiting for ranks {} to join "
-                                  "the root at {} ({} of {} arrived)",
-                                  timeout.count(), rankList(missing), where, joined.size(), nranks);
-      break;
-    }
-    net::Fd fd = std::move(conn).value();
-    Hello h{};
-    auto shortDeadline = std::min(deadline, net::deadlineAfter(std::chrono::seconds(5)));
-    if (!net::recvAll(fd.get(), &h, sizeof h, shortDeadline, "bootstrap root hello").isOk())
-      continue;
-    if (h.magic != kHelloMagic || h.secret != secret) {
-      TUTTI_LOG_WARN(Subsys::kBootstrap,
-                     "bootstrap: root at {} rejected a connection that did not present the "
-                     "UniqueId's secret",
-                     where);
-      continue;
-    }
-    std::string err;
-    if (nranks < 0 && h.nranks >= 1) nranks = h.nranks;
-    if (h.nranks != nranks)
-      err = fmt::format("bootstrap: rank {} says nranks={} but rank(s) before it said nranks={}",
-                        h.rank, h.nranks, nranks);
-    else if (h.rank < 0 || h.rank >= nranks)
-      err = fmt::format("bootstrap: rank {} is out of range (nranks={})", h.rank, nranks);
-    else if (joined.count(h.rank))
-      err = fmt::format("bootstrap: rank {} joined twice", h.rank);
-    if (!err.empty()) {
-      TUTTI_LOG_WARN(Subsys::kBootstrap, "{}", err);
-      (void)net::sendMsg(fd.get(), "E" + err, shortDeadline, "bootstrap root reply");
-      continue;
-    }
-    joined.emplace(h.rank, std::make_pair(std::move(fd), h.ringAddr));
+  Rejects reject{"the root at " + where};
+  Status st = acceptHellos(
+      listen.get(), sizeof(Hello), deadline, reject,
+      [&](net::Fd fd, std::span<const std::byte> bytes, const std::string& from) {
+        auto parsed = parseHello(bytes);
+        if (!parsed.isOk()) {
+          reject(from, parsed.status().message());
+          return false;
+        }
+        const Hello& h = parsed.value();
+        if ((h.secret ^ secret) != 0) {
+          reject(from, "it did not present the UniqueId's secret");
+          return false;
+        }
+        std::string err;
+        if (nranks < 0) nranks = h.nranks;
+        if (h.nranks != nranks)
+          err = fmt::format("bootstrap: rank {} says nranks={} but rank(s) before it said "
+                            "nranks={}",
+                            h.rank, h.nranks, nranks);
+        else if (joined.count(h.rank))
+          err = fmt::format("bootstrap: rank {} joined twice", h.rank);
+        if (!err.empty()) {
+          TUTTI_LOG_WARN(Subsys::kBootstrap, "{}", err);
+          (void)net::sendMsg(fd.get(), "E" + err, net::deadlineAfter(std::chrono::seconds(5)),
+                             "bootstrap root reply");
+          return false;
+        }
+        joined.emplace(h.rank, std::make_pair(std::move(fd), h.ringAddr));
+        return static_cast<int>(joined.size()) == nranks;
+      });
+  if (!st.isOk()) {
+    std::vector<int> missing;
+    for (int r = 0; r < std::max(nranks, 0); ++r)
+      if (!joined.count(r)) missing.push_back(r);
+    failure = nranks < 0
+                  ? fmt::format("bootstrap: no rank joined the root at {} within {} ms", where,
+                                timeout.count())
+                  : fmt::format("bootstrap: timed out after {} ms waiting for ranks {} to join "
+                                "the root at {} ({} of {} arrived)",
+                                timeout.count(), rankList(missing), where, joined.size(), nranks);
+    if (st.code() != Code::kTimeout) failure += ": " + st.message();
   }
   std::string reply;
   if (failure.empty()) {
     reply = "T";
-    for (auto& [r, v] : joined) reply += asBytes(v.second);
+    for (auto& [r, v] : joined) reply += podBytes(v.second);
   } else {
     TUTTI_LOG_WARN(Subsys::kBootstrap, "{}", failure);
     reply = "E" + failure;
@@ -162,14 +208,9 @@ UniqueId encodeId(const IdData& d) {
 }
 
 Result<IdData> decodeId(const UniqueId& id) {
-  IdLayout l{};
-  std::memcpy(&l, id.bytes.data(), sizeof l);
-  if (l.magic != kIdMagic)
-    return invalidArgument("UniqueId is not a tutti id (magic={:#x}); pass the bytes produced by "
-                           "createUniqueId on the root rank",
-                           l.magic);
-  if (l.root.family != AF_INET && l.root.family != AF_INET6)
-    return invalidArgument("UniqueId has an invalid address family ({})", l.root.family);
+  TUTTI_TRY_ASSIGN(IdLayout l, parseId(std::span<const std::byte>(
+                                   reinterpret_cast<const std::byte*>(id.bytes.data()),
+                                   id.bytes.size())));
   return IdData{l.secret, unpack(l.root)};
 }
 
@@ -225,20 +266,8 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::join(const IdData& id, int rank, i
                          who, id.root.toString());
     return s;
   }
-  const std::string& msg = reply.value();
-  if (msg.empty() || msg[0] != 'T') {
-    std::string text = msg.size() > 1 ? msg.substr(1) : "unknown error";
-    return text.find("timed out") != std::string::npos ? timeoutError("{}", text)
-                                                       : invalidUsage("{}", text);
-  }
-  if (msg.size() != 1 + sizeof(PackedAddr) * static_cast<size_t>(nranks))
-    return internalError("{}: malformed address table ({} bytes)", who, msg.size());
-  std::vector<net::SockAddr> table(nranks);
-  for (int r = 0; r < nranks; ++r) {
-    PackedAddr p;
-    std::memcpy(&p, msg.data() + 1 + sizeof(PackedAddr) * r, sizeof p);
-    table[r] = unpack(p);
-  }
+  TUTTI_TRY_ASSIGN(std::vector<net::SockAddr> table,
+                   parseAddressTable(wire::asBytes(reply.value()), nranks));
   root.reset();
   if (nranks == 1) return b;
 
@@ -248,21 +277,27 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::join(const IdData& id, int rank, i
   RingHello rh{kRingMagic, id.secret, rank};
   TUTTI_TRY(net::sendAll(b->next_.get(), &rh, sizeof rh, deadline,
                          fmt::format("{}: handshake to rank {}", who, next)));
-  for (;;) {
-    TUTTI_TRY_ASSIGN(net::Fd fd,
-                     net::acceptFrom(listen.get(), deadline,
-                                     fmt::format("{}: waiting for rank {} to connect", who, prev)));
-    RingHello in{};
-    if (!net::recvAll(fd.get(), &in, sizeof in, deadline, who + ": ring handshake").isOk())
-      continue;
-    if (in.magic != kRingMagic || in.secret != id.secret || in.rank != prev) {
-      TUTTI_LOG_WARN(Subsys::kBootstrap, "{}: rejected a ring connection (rank {}, secret {})", who,
-                     in.rank, in.secret == id.secret ? "ok" : "wrong");
-      continue;
-    }
-    b->prev_ = std::move(fd);
-    break;
-  }
+  Rejects reject{fmt::format("rank {}'s ring listener", rank)};
+  Status st = acceptHellos(
+      listen.get(), sizeof(RingHello), deadline, reject,
+      [&](net::Fd fd, std::span<const std::byte> bytes, const std::string& from) {
+        auto in = parseRingHello(bytes);
+        if (!in.isOk()) {
+          reject(from, in.status().message());
+          return false;
+        }
+        if ((in->secret ^ id.secret) != 0 || in->rank != prev) {
+          reject(from, fmt::format("ring hello from rank {} with {} secret (expected rank {})",
+                                   in->rank, in->secret == id.secret ? "the right" : "a wrong",
+                                   prev));
+          return false;
+        }
+        b->prev_ = std::move(fd);
+        return true;
+      });
+  if (!st.isOk())
+    return Status(st.code(), fmt::format("{}: waiting for rank {} to connect: {}", who, prev,
+                                         st.message()));
   TUTTI_LOG_INFO(Subsys::kBootstrap, "{}: ring connected (next {}, prev {})", who, next, prev);
   return b;
 }
@@ -288,6 +323,69 @@ Result<std::vector<std::string>> Bootstrap::allGather(const std::string& mine) {
 Status Bootstrap::barrier() {
   auto r = allGather(std::string(1, 'b'));
   return r.status();
+}
+
+// ---- failure notices ----
+
+void Bootstrap::sendNotice(const wire::Notice& n) {
+  std::lock_guard<std::mutex> lock(noticeMu_);
+  if (noticeSent_) return;
+  noticeSent_ = true;
+  const std::string body = encodeNotice(n);
+  const auto deadline = net::deadlineAfter(std::chrono::milliseconds(200));
+  for (int i = 0; i < 2; ++i) {
+    net::Fd& fd = i == 0 ? next_ : prev_;
+    if (fd.valid() && ringOpen_[i])
+      (void)net::sendMsg(fd.get(), body, deadline, "bootstrap failure notice");
+  }
+}
+
+std::optional<wire::Notice> Bootstrap::pollNotice(std::chrono::milliseconds wait) {
+  const auto deadline = net::deadlineAfter(wait);
+  for (;;) {
+    pollfd fds[2];
+    int idx[2], nfds = 0;
+    for (int i = 0; i < 2; ++i) {
+      const net::Fd& fd = i == 0 ? next_ : prev_;
+      if (fd.valid() && ringOpen_[i]) {
+        fds[nfds] = pollfd{fd.get(), POLLIN, 0};
+        idx[nfds++] = i;
+      }
+    }
+    if (nfds == 0) return std::nullopt;
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline -
+                                                                            net::Clock::now());
+    const int rc = poll(fds, nfds, static_cast<int>(std::max<int64_t>(left.count(), 0)));
+    if (rc <= 0) {
+      if (rc < 0 && errno == EINTR) continue;
+      return std::nullopt;
+    }
+    for (int k = 0; k < nfds; ++k) {
+      if (fds[k].revents == 0) continue;
+      const int i = idx[k];
+      // A neighbour that closed its ring socket just exited or destroyed its communicator; that
+      // alone says nothing about the running call, so the socket is only no longer watched.
+      const auto readBy = net::deadlineAfter(std::chrono::milliseconds(200));
+      uint64_t len = 0;
+      Status s = net::recvAll(fds[k].fd, &len, sizeof len, readBy, "bootstrap failure notice");
+      std::string body;
+      if (s.isOk() && len > kMaxNoticeBytes) s = invalidArgument("notice of {} bytes", len);
+      if (s.isOk()) {
+        body.resize(len);
+        s = net::recvAll(fds[k].fd, body.data(), len, readBy, "bootstrap failure notice");
+      }
+      Result<wire::Notice> n = s.isOk() ? parseNotice(wire::asBytes(body), nranks_)
+                                        : Result<wire::Notice>(s);
+      if (n.isOk()) return std::move(n).value();
+      ringOpen_[i] = false;
+      if (s.isOk())
+        TUTTI_LOG_WARN(Subsys::kBootstrap, "bootstrap: rank {} ignores a malformed failure notice "
+                       "from rank {}: {}",
+                       rank_, i == 0 ? (rank_ + 1) % nranks_ : (rank_ + nranks_ - 1) % nranks_,
+                       n.status().message());
+    }
+    if (net::Clock::now() >= deadline) return std::nullopt;
+  }
 }
 
 }  // namespace tutti::bootstrap

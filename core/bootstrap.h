@@ -8,9 +8,12 @@
 
 #include <chrono>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "core/bootstrap_wire.h"
 #include "core/socket.h"
 #include <tutti/tutti.hpp>
 
@@ -50,11 +53,22 @@ class Bootstrap {
   /// Returns when every rank has entered. Collective.
   Status barrier();
 
+  /// After init: tells both ring neighbours, once and without blocking more than 200 ms, that this
+  /// communicator failed (they forward it), so that ranks that do not talk to the failed one learn
+  /// why. Safe from any thread; must not run concurrently with allGather/barrier.
+  void sendNotice(const wire::Notice& n);
+  /// A notice from a ring neighbour, waiting up to `wait` (0: only look). A neighbour that closed
+  /// or sent garbage is no longer watched (logged). Called by the thread executing collectives.
+  std::optional<wire::Notice> pollNotice(std::chrono::milliseconds wait);
+
  private:
   int rank_ = 0, nranks_ = 1;
   std::chrono::milliseconds timeout_{0};
   net::SockAddr localAddr_;
   net::Fd next_, prev_;
+  std::mutex noticeMu_;
+  bool noticeSent_ = false;
+  bool ringOpen_[2] = {true, true};  // next_, prev_ still watched for notices
 };
 
 }  // namespace tutti::bootstrap

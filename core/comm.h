@@ -10,11 +10,15 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <tuple>
 
 #include "core/bootstrap.h"
+#include "core/call_check.h"
 #include "core/engine.h"
+#include "core/hang_report.h"
+#include "core/stats.h"
 #include "transports/transport.h"
 #include <tutti/tutti.hpp>
 
@@ -48,7 +52,7 @@ class WorkState {
   Status status_;
 };
 
-class CommImpl {
+class CommImpl final : public ExecHooks, public hang::Source {
  public:
   static Result<std::shared_ptr<CommImpl>> create(const bootstrap::IdData& id, int rank,
                                                   int nranks, const Options& options);
@@ -78,6 +82,13 @@ class CommImpl {
   Status setAlgorithm(Coll coll, const std::string& name);
   Result<std::string> loadSchedule(const std::string& path);
 
+  std::vector<CollStats> stats() const { return stats_.snapshot(); }
+  void resetStats() { stats_.reset(); }
+  /// hang::Source: writes this communicator's report lines (from any thread).
+  void requestReport() override;
+  /// ExecHooks: failure notices and report requests while a call waits.
+  Status whileWaiting(const std::function<std::string()>& reportLine) override;
+
  private:
   CommImpl() = default;
   Status init(const bootstrap::IdData& id, const Options& options);
@@ -89,6 +100,14 @@ class CommImpl {
   void selectAlgorithm(Coll coll, const std::string& name);  // "" = default
   Status failed() const;
   void recordError(const Status& s);
+  // core/comm_diag.cc: diagnostics around execution.
+  void initDiagnostics(const Options& options);
+  void finishDiagnostics();
+  /// After execute() returns: stats and trace on success; on failure the hang report, the
+  /// failure notice to the other ranks, and the error state. Returns the call's final Status.
+  Status afterCall(const CallArgs& a, const Plan& plan, Status s,
+                   std::chrono::steady_clock::time_point t0);
+  void reportQueued(const std::string& prefix);
 
   int rank_ = 0, nranks_ = 1;
   std::unique_ptr<bootstrap::Bootstrap> boot_;
@@ -117,6 +136,23 @@ class CommImpl {
   bool stop_ = false;
   std::thread thread_;
   std::mutex execMu_;  // one plan executes at a time
+  std::deque<CallArgs> queuedArgs_;  // parallel to queue_, for hang reports
+
+  // Diagnostics (core/comm_diag.cc).
+  bool checkCalls_ = false;
+  CallCheck check_;
+  uint64_t collSeq_ = 0;  // collectives that carried a call signature
+  StatsTable stats_;
+  int traceTrack_ = -1;
+  bool traceRounds_ = false;
+  std::vector<std::pair<std::chrono::steady_clock::time_point,
+                        std::chrono::steady_clock::time_point>> roundTimes_;
+  std::atomic<bool> inCall_{false};
+  std::atomic<bool> reportRequested_{false};
+  std::atomic<uint64_t> curSeq_{0};
+  std::atomic<int> curColl_{0};
+  std::optional<bootstrap::wire::Notice> notice_;  // the notice that failed the running call
+  std::optional<bootstrap::wire::Notice> timeoutNotice_;  // another rank timed out
 };
 
 }  // namespace tutti::detail

@@ -111,13 +111,11 @@ Status CommImpl::init(const bootstrap::IdData& id, const Options& options) {
   TUTTI_TRY_ASSIGN(boot_, bootstrap::Bootstrap::join(id, rank_, nranks_, bootTimeout));
 
   // Who is where.
-  const std::string me = fmt::format("{}{}{}{}{}", getpid(), kSep, hostId(), kSep, hostName());
-  TUTTI_TRY_ASSIGN(auto infos, boot_->allGather(me));
+  TUTTI_TRY_ASSIGN(auto infos,
+                   boot_->allGather(bootstrap::wire::encodePeerInfo(getpid(), hostId(), hostName())));
   peers_.resize(nranks_);
   for (int r = 0; r < nranks_; ++r) {
-    auto f = split(infos[r], kSep);
-    if (f.size() != 3) return internalError("init: malformed peer info from rank {}", r);
-    peers_[r] = {r, std::atoi(f[0].c_str()), f[1], f[2]};
+    TUTTI_TRY_ASSIGN(peers_[r], bootstrap::wire::parsePeerInfo(infos[r], r));
   }
   bool allLocal = true;
   for (const auto& p : peers_) allLocal = allLocal && p.hostId == peers_[rank_].hostId;
@@ -154,8 +152,9 @@ Status CommImpl::init(const bootstrap::IdData& id, const Options& options) {
   ctx.connectTimeoutMs = bootTimeout.count();
   ctx.loopbackOnly = allLocal && net::socketIfnameSpec().empty();
 
-  // Set up every allowed transport; one that fails here is skipped (peers see an empty blob).
-  std::string myBlobs;
+  // Set up every allowed transport; one that fails here is skipped (peers see an empty blob),
+  // except on a SystemError: a resource the user must fix (/dev/shm full) fails init.
+  std::vector<std::string> myBlobs;
   for (auto* e : entries) {
     transports_.push_back(e->make());
     std::string b;
@@ -165,26 +164,26 @@ Status CommImpl::init(const bootstrap::IdData& id, const Options& options) {
     } else if (auto blob = transports_.back()->setup(ctx); blob.isOk()) {
       b.assign(reinterpret_cast<const char*>(blob->data()), blob->size());
       if (b.empty()) b = "-";  // available, nothing to say
+    } else if (blob.status().code() == Code::kSystemError) {
+      return Status(blob.status().code(), fmt::format("init: transport {} failed on rank {}: {}",
+                                                      e->name, rank_, blob.status().message()));
     } else {
       TUTTI_LOG_WARN(Subsys::kInit, "init: transport {} unavailable on rank {}: {}", e->name,
                      rank_, blob.status().message());
     }
-    uint64_t len = b.size();
-    myBlobs.append(reinterpret_cast<const char*>(&len), sizeof len);
-    myBlobs += b;
+    myBlobs.push_back(std::move(b));
   }
-  TUTTI_TRY_ASSIGN(auto allBlobs, boot_->allGather(myBlobs));
+  TUTTI_TRY_ASSIGN(auto allBlobs, boot_->allGather(bootstrap::wire::encodeBlobs(myBlobs)));
+  std::vector<std::vector<std::string>> blobs(nranks_);
+  for (int r = 0; r < nranks_; ++r) {
+    auto parsed = bootstrap::wire::parseBlobs(allBlobs[r]);
+    if (!parsed.isOk())
+      return Status(parsed.status().code(),
+                    fmt::format("{} (from rank {})", parsed.status().message(), r));
+    blobs[r] = std::move(parsed).value();
+  }
   auto blobOf = [&](int r, size_t t) -> std::string {
-    const std::string& s = allBlobs[r];
-    size_t pos = 0;
-    for (size_t i = 0; pos + sizeof(uint64_t) <= s.size(); ++i) {
-      uint64_t len;
-      std::memcpy(&len, s.data() + pos, sizeof len);
-      pos += sizeof len;
-      if (i == t) return s.substr(pos, len);
-      pos += len;
-    }
-    return "";
+    return t < blobs[r].size() ? blobs[r][t] : std::string();
   };
 
   conns_.resize(nranks_);
@@ -229,6 +228,7 @@ Status CommImpl::init(const bootstrap::IdData& id, const Options& options) {
   exec_.timeout = options.timeout.count() > 0
                       ? options.timeout
                       : std::chrono::milliseconds(kTimeoutSec.get() * 1000);
+  initDiagnostics(options);
 
   if (log::enabled(LogLevel::kInfo, Subsys::kInit)) {
     std::string summary;
@@ -262,6 +262,7 @@ Status CommImpl::init(const bootstrap::IdData& id, const Options& options) {
 }
 
 CommImpl::~CommImpl() {
+  finishDiagnostics();
   {
     std::lock_guard<std::mutex> lock(qMu_);
     stop_ = true;
@@ -484,12 +485,17 @@ Status CommImpl::execute(const CallArgs& a, bool inPlace) {
   ++seq_;
   auto p = plan(a, inPlace);
   if (!p.isOk()) return p.status();
-  Status s = tutti::execute(*p.value(), a.send, a.recv, scratchPool_.data(), exec_, seq_);
-  if (!s.isOk()) {
-    TUTTI_LOG_WARN(Subsys::kColl, "{}", s.message());
-    recordError(s);
+  exec_.check = nullptr;
+  if (checkCalls_ && a.coll != Coll::kSendRecv) {
+    makeSignature(check_, a.coll, a.count, a.dtype, a.op, a.root, ++collSeq_);
+    exec_.check = &check_;
   }
-  return s;
+  curSeq_.store(seq_, std::memory_order_relaxed);
+  curColl_.store(static_cast<int>(a.coll), std::memory_order_relaxed);
+  inCall_.store(true, std::memory_order_relaxed);
+  const auto t0 = std::chrono::steady_clock::now();
+  Status s = tutti::execute(*p.value(), a.send, a.recv, scratchPool_.data(), exec_, seq_);
+  return afterCall(a, *p.value(), std::move(s), t0);
 }
 
 Status CommImpl::run(const CallArgs& a) {
@@ -508,6 +514,7 @@ Result<Work> CommImpl::runAsync(const CallArgs& a) {
   auto state = std::make_shared<WorkState>();
   {
     std::lock_guard<std::mutex> lock(qMu_);
+    queuedArgs_.push_back(a);
     queue_.push_back([this, a, inPlace, state] {
       std::lock_guard<std::mutex> execLock(execMu_);
       state->finish(execute(a, inPlace));
@@ -560,6 +567,7 @@ void CommImpl::progressLoop() {
     if (queue_.empty() && stop_) return;
     auto task = std::move(queue_.front());
     queue_.pop_front();
+    queuedArgs_.pop_front();
     running_ = true;
     lock.unlock();
     task();

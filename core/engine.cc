@@ -64,12 +64,29 @@ class RoundRunner {
   Status run() {
     const auto& rounds = plan_.schedule.rounds;
     start_ = Clock::now();
-    for (size_t r = 0; r < rounds.size(); ++r) {
+    // With the call check on, round 0 also carries the signature (even for an empty schedule).
+    const size_t n = std::max<size_t>(rounds.size(), ctx_.check ? 1 : 0);
+    for (size_t r = 0; r < n; ++r) {
       round_ = r;
-      TUTTI_TRY(postRound(rounds[r]));
+      const Clock::time_point t0 = ctx_.roundTimes ? Clock::now() : Clock::time_point{};
+      TUTTI_TRY(postRound(r < rounds.size() ? rounds[r] : std::vector<algo::Step>{}));
       TUTTI_TRY(drive());
+      bytesDone_ += wireBytes() - roundBase_;
+      if (ctx_.roundTimes) ctx_.roundTimes->push_back({t0, Clock::now()});
     }
+    ctx_.bytesMoved = bytesDone_;
     return Status::ok();
+  }
+
+  // One line of a hang report: the call, its round, the peers it waits for, bytes moved.
+  std::string reportLine() const {
+    const double secs = std::chrono::duration<double>(Clock::now() - start_).count();
+    return fmt::format("{} (algorithm {}): round {} of {}, waiting for {}, {} bytes moved, {:.1f} s "
+                       "in the call",
+                       what(), plan_.algorithm, round_, plan_.schedule.rounds.size(), waitingFor(),
+                       bytesDone_ + wireBytes() - roundBase_, secs) +
+           (sigPending_ ? fmt::format("; rank {} has not entered this call", ctx_.check->prev)
+                        : std::string());
   }
 
  private:
@@ -112,6 +129,7 @@ class RoundRunner {
     using algo::Op;
     forwards_.clear();
     busy_.clear();
+    if (round_ == 0 && ctx_.check) postCheck();
     for (const algo::Step& st : steps) {
       if (st.count == 0) continue;
       const size_t bytes = st.count * plan_.elemBytes;
@@ -148,7 +166,28 @@ class RoundRunner {
         }
       }
     }
+    roundBase_ = wireBytes();
     return Status::ok();
+  }
+
+  // The call signature goes first on both connections, before any data of the call.
+  void postCheck() {
+    CallCheck& c = *ctx_.check;
+    c.seq = seq_;
+    ctx_.conns[c.next]->postSend(&c.mine, sizeof c.mine);
+    touch(c.next);
+    transport::RecvSpec spec;
+    spec.dst = &c.theirs;
+    spec.bytes = sizeof c.theirs;
+    sigSeq_ = ctx_.conns[c.prev]->postRecv(spec);
+    touch(c.prev);
+    sigPending_ = true;
+  }
+
+  uint64_t wireBytes() const {
+    uint64_t b = 0;
+    for (int peer : busy_) b += ctx_.conns[peer]->bytesSent + ctx_.conns[peer]->bytesReceived;
+    return b;
   }
 
   // Progresses until every connection of the round is idle and every slice forwarded.
@@ -162,6 +201,10 @@ class RoundRunner {
         transport::Connection* c = ctx_.conns[peer];
         Status s = c->progress();
         if (!s.isOk()) return wrap(s);
+      }
+      if (sigPending_ && ctx_.conns[ctx_.check->prev]->recvsDone() >= sigSeq_) {
+        sigPending_ = false;
+        TUTTI_TRY(verifyCall(*ctx_.check, ctx_.rank));
       }
       for (Forward& f : forwards_) {
         while (f.forwarded < f.slices.size() && f.in->recvsDone() >= f.recvSeq[f.forwarded]) {
@@ -210,16 +253,20 @@ class RoundRunner {
     const auto now = Clock::now();
     if (now - lastCheck > std::chrono::milliseconds(100)) {
       lastCheck = now;
+      if (ctx_.hooks) TUTTI_TRY(ctx_.hooks->whileWaiting([this] { return reportLine(); }));
       for (int peer : busy_) {
         if (ctx_.conns[peer]->idle()) continue;
         Status s = ctx_.conns[peer]->checkPeer();
         if (!s.isOk()) return wrap(s);
       }
-      if (ctx_.timeout.count() > 0 && now - start_ > ctx_.timeout)
+      if (ctx_.timeout.count() > 0 && now - start_ > ctx_.timeout) {
+        ctx_.report = reportLine();
         return timeoutError("{}: timed out after {} ms in round {} of {} (algorithm {}, rank {}): "
-                            "waiting for {}",
+                            "waiting for {} ({} bytes moved)",
                             what(), ctx_.timeout.count(), round_, plan_.schedule.rounds.size(),
-                            plan_.algorithm, ctx_.rank, waitingFor());
+                            plan_.algorithm, ctx_.rank, waitingFor(),
+                            bytesDone_ + wireBytes() - roundBase_);
+      }
     }
     pollfd fds[64];
     int nfds = 0;
@@ -283,6 +330,10 @@ class RoundRunner {
   std::vector<Forward> forwards_;
   size_t round_ = 0;
   Clock::time_point start_;
+  uint64_t bytesDone_ = 0;  // bytes moved in the finished rounds of this call
+  uint64_t roundBase_ = 0;  // wireBytes() when the current round was posted
+  uint64_t sigSeq_ = 0;     // receive sequence number of the neighbour's call signature
+  bool sigPending_ = false;
 };
 
 }  // namespace

@@ -8,11 +8,13 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "algorithms/schedule.h"
+#include "core/call_check.h"
 #include "core/status.h"
 #include "kernels/reduce.h"
 #include "transports/transport.h"
@@ -33,6 +35,16 @@ struct Plan {
   size_t scratchBytes = 0;  ///< schedule.scratchCount * elemBytes; lent by the communicator's pool
 };
 
+/// Calls back into the communicator while a call waits (failure notices from other ranks,
+/// hang-report requests). Called by the executing thread about every 100 ms of waiting.
+class ExecHooks {
+ public:
+  virtual ~ExecHooks() = default;
+  /// `reportLine` formats the call's hang-report line (sequence number, collective, round, peers
+  /// waited on, bytes moved). A non-ok Status ends the call with it.
+  virtual Status whileWaiting(const std::function<std::string()>& reportLine) = 0;
+};
+
 /// What the engine needs from the communicator. Only the thread executing plans touches it,
 /// except `abort`, which any thread may set.
 struct ExecContext {
@@ -50,12 +62,22 @@ struct ExecContext {
   /// The engine's per-round list of peers with posted work; kept here so that a call reuses its
   /// capacity instead of allocating.
   std::vector<int> busyPeers;
+  /// Call-mismatch check of this call (signature exchanged first in round 0), or nullptr.
+  CallCheck* check = nullptr;
+  ExecHooks* hooks = nullptr;
+  /// When non-null, execute() appends each round's [start, end) (trace events at TRACE level).
+  std::vector<std::pair<std::chrono::steady_clock::time_point,
+                        std::chrono::steady_clock::time_point>>* roundTimes = nullptr;
+  /// Set by execute(): bytes this call sent plus received; on Timeout, the hang-report line.
+  uint64_t bytesMoved = 0;
+  std::string report;
 };
 
 /// Runs `plan` with the given user buffers. `seq` is the call's sequence number on this
 /// communicator; errors name the call as "allreduce #12" (formatted only on error).
 /// Errors: RemoteError (peer closed/died, naming it), Timeout (naming the round and the peers
-/// waited for), InvalidUsage when aborted.
+/// waited for; ctx.report then holds the hang-report line), InvalidUsage when aborted or when
+/// ctx.check finds that the neighbour called something else.
 /// `scratch` holds at least plan.scratchBytes bytes (the communicator's pool; plans run one at a
 /// time, so they share it).
 Status execute(Plan& plan, const void* input, void* output, std::byte* scratch, ExecContext& ctx,

@@ -5,5 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ./tools/install_deps.sh openmpi-bin
 ./tools/build.sh
+# libFuzzer targets of every setup-message parser, a fixed number of runs each (needs clang).
+./tests/fuzz/run_fuzz.sh 100000
 cd "${TUTTI_BUILD_DIR:-build}"
 ctest --output-on-failure --timeout 900 "$@"

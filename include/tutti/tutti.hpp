@@ -61,6 +61,23 @@ struct Options {
   /// Comma-separated transports allowed, in tutti's priority order ("shm,tcp"); empty means
   /// TUTTI_TRANSPORTS or all. "self" is always allowed for a rank talking to itself.
   std::string transports;
+  /// Call-mismatch detection (docs/errors.md): 1 on, 0 off, -1 (default) TUTTI_CHECK_CALLS.
+  /// When on, ranks whose calls differ (collective, count, dtype, op, root) get InvalidUsage naming
+  /// the ranks and values instead of wrong data or a hang.
+  int checkCalls = -1;
+};
+
+/// Counters of one (collective, algorithm) pair on one communicator, since its creation or the last
+/// resetStats(). Only calls that completed successfully are counted; count-0 calls are not.
+struct CollStats {
+  Coll coll = Coll::kAllReduce;
+  std::string algorithm;   ///< "ring", "p2p" (send/recv), ...
+  uint64_t calls = 0;
+  /// Sum of the calls' message sizes as nccl-tests reports them: count x dtype size, times nranks
+  /// for allGather, reduceScatter, allToAll, gather and scatter (whose count is per rank).
+  uint64_t bytes = 0;
+  uint64_t wireBytes = 0;  ///< bytes this rank sent plus received through its transports
+  double seconds = 0;      ///< wall time spent executing these calls on this rank
 };
 
 class Work;
@@ -160,6 +177,17 @@ class TUTTI_API Communicator {
   /// (naming the JSON path of the problem) or a name already taken. Also done at creation for
   /// every path in TUTTI_SCHEDULE_FILE (comma-separated).
   Result<std::string> loadSchedule(const std::string& path);
+
+  /// Statistics per (collective, algorithm), in first-use order; empty for an empty communicator.
+  /// Thread-safe: may be called while another thread runs collectives.
+  std::vector<CollStats> stats() const;
+  void resetStats();
+
+  /// Writes this communicator's hang report now: one line per pending operation (sequence number,
+  /// collective, round, peers waited on, bytes moved), or one line saying nothing is pending, to
+  /// the log (or stderr when TUTTI_DEBUG=NONE). Safe from any thread; returns within about 1 s.
+  /// SIGUSR1 does the same for every communicator of the process when TUTTI_HANG_SIGNAL=1.
+  void writeHangReport() const;
 
   detail::CommImpl* impl() const { return impl_.get(); }
 

@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -21,6 +22,7 @@
 
 #include "core/env.h"
 #include "core/log.h"
+#include "transports/shm/shm_wire.h"
 #include "transports/transport.h"
 
 namespace tutti::transport {
@@ -30,7 +32,7 @@ TUTTI_PARAM_INT(kRingBytes, "TUTTI_SHM_RING_BYTES", nullptr, "SHM", 1 << 20,
                 "bytes of each per-peer shared-memory ring (power of two, >= 4096)");
 
 constexpr size_t kLine = 64;
-constexpr uint64_t kMagic = 0x74757474695f5348ull;  // "tutti_SH"
+using shm_wire::kMagic;
 
 struct alignas(kLine) SegmentHeader {
   uint64_t magic;
@@ -93,16 +95,52 @@ struct Mapping {
   }
 };
 
-Result<void*> mapSegment(const std::string& name, size_t bytes, bool create) {
+TUTTI_PARAM_INT(kShmFallback, "TUTTI_SHM_FALLBACK", nullptr, "SHM", 0,
+                "1: when /dev/shm is missing or full, ranks of one host use tcp instead of failing");
+
+// A segment that cannot be created: SystemError (init fails) naming the size and the fixes, or,
+// with TUTTI_SHM_FALLBACK=1, InvalidUsage, which makes the communicator skip shm (tcp is used).
+Status segmentUnavailable(const std::string& name, size_t bytes, int nranks, const char* what,
+                          int err) {
+  struct statvfs vfs {};
+  const std::string room =
+      statvfs("/dev/shm", &vfs) == 0
+          ? fmt::format("{} bytes free in /dev/shm", static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize)
+          : std::string("/dev/shm is missing");
+  const std::string text = fmt::format(
+      "shm: cannot {} the shared-memory segment {} of {} bytes ({} rings of TUTTI_SHM_RING_BYTES "
+      "plus a header; every rank of this host needs one): {}; {}. Fix: make /dev/shm larger "
+      "(docker run --shm-size=1g; mount -o remount,size=... /dev/shm) or mount it, lower "
+      "TUTTI_SHM_RING_BYTES, or set TUTTI_SHM_FALLBACK=1 to use tcp between the ranks of this host",
+      what, name, bytes, nranks, errnoString(err), room);
+  if (kShmFallback.get() == 1)
+    return invalidUsage("{} (TUTTI_SHM_FALLBACK=1: using tcp instead)", text);
+  return systemError("{}", text);
+}
+
+Result<void*> mapSegment(const std::string& name, size_t bytes, bool create, int nranks) {
+  // Owner-only (0600): only this user's processes may attach; the name is unlinked once every
+  // peer has attached (finishSetup).
   int fd = create ? shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600)
                   : shm_open(name.c_str(), O_RDWR, 0600);
-  if (fd < 0) return systemError("shm: shm_open({}): {}", name, errnoString(errno));
-  if (create && ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
-    int e = errno;
-    close(fd);
-    shm_unlink(name.c_str());
-    return systemError("shm: ftruncate({}, {} bytes): {} (is /dev/shm large enough?)", name,
-                       bytes, errnoString(e));
+  if (fd < 0) {
+    const int e = errno;
+    if (create) return segmentUnavailable(name, bytes, nranks, "create", e);
+    return systemError("shm: shm_open({}): {}", name, errnoString(e));
+  }
+  if (create) {
+    // Reserve the pages now: on a full tmpfs ftruncate succeeds and the first write raises
+    // SIGBUS; posix_fallocate reports ENOSPC instead (NCCL does the same).
+    int e = ftruncate(fd, static_cast<off_t>(bytes)) == 0 ? 0 : errno;
+    if (e == 0) {
+      e = posix_fallocate(fd, 0, static_cast<off_t>(bytes));
+      if (e == EOPNOTSUPP || e == EINVAL) e = 0;  // no fallocate on this file system: as before
+    }
+    if (e != 0) {
+      close(fd);
+      shm_unlink(name.c_str());
+      return segmentUnavailable(name, bytes, nranks, "allocate", e);
+    }
   }
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   int e = errno;
@@ -237,11 +275,7 @@ class ShmConnection final : public Connection {
   std::deque<PendingRecv> recvs_;
 };
 
-struct Blob {
-  uint64_t magic;
-  uint64_t ringBytes;
-  char name[96];
-};
+using shm_wire::Blob;
 
 class ShmTransport final : public Transport {
  public:
@@ -257,7 +291,7 @@ class ShmTransport final : public Transport {
     name_ = segmentName(ctx.secret, ctx.rank);
     mine_ = std::make_shared<Mapping>();
     mine_->bytes = segmentBytes(ctx.nranks, ringBytes_);
-    TUTTI_TRY_ASSIGN(mine_->addr, mapSegment(name_, mine_->bytes, /*create=*/true));
+    TUTTI_TRY_ASSIGN(mine_->addr, mapSegment(name_, mine_->bytes, /*create=*/true, ctx.nranks));
     unlinkPending_ = true;
     auto* h = new (mine_->addr) SegmentHeader{};
     h->magic = kMagic;
@@ -282,18 +316,11 @@ class ShmTransport final : public Transport {
 
   Result<std::unique_ptr<Connection>> connect(const Context& ctx, int peer,
                                               std::span<const std::byte> peerBlob) override {
-    Blob blob{};
-    if (peerBlob.size() != sizeof blob)
-      return internalError("shm: bad address blob from rank {} ({} bytes)", peer, peerBlob.size());
-    std::memcpy(&blob, peerBlob.data(), sizeof blob);
-    blob.name[sizeof blob.name - 1] = '\0';
-    if (blob.magic != kMagic || blob.ringBytes != ringBytes_)
-      return invalidUsage("shm: rank {} uses a different shm layout (ring {} vs {} bytes): set the "
-                          "same TUTTI_SHM_RING_BYTES on every rank", peer, blob.ringBytes,
-                          ringBytes_);
+    TUTTI_TRY_ASSIGN(const Blob blob, shm_wire::parseBlob(peerBlob, peer, ringBytes_));
     auto theirs = std::make_shared<Mapping>();
     theirs->bytes = segmentBytes(ctx.nranks, ringBytes_);
-    TUTTI_TRY_ASSIGN(theirs->addr, mapSegment(blob.name, theirs->bytes, /*create=*/false));
+    TUTTI_TRY_ASSIGN(theirs->addr,
+                     mapSegment(blob.name, theirs->bytes, /*create=*/false, ctx.nranks));
     auto* h = static_cast<SegmentHeader*>(theirs->addr);
     if (h->magic != kMagic || h->nranks != ctx.nranks)
       return internalError("shm: segment {} of rank {} is not initialised", blob.name, peer);

@@ -11,6 +11,7 @@
 // complete (whatever order the hellos arrive in, thanks to the stash) and r finishes too.
 
 #include "transports/tcp/tcp_transport.h"
+#include "transports/tcp/tcp_wire.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -44,30 +45,16 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr uint64_t kHelloMagic = 0x7475747469746370ull;  // "tuttitcp"
-constexpr uint32_t kBlobMagic = 0x74637031u;             // "tcp1"
 constexpr int kListenBacklog = 4096;                     // the kernel caps it at somaxconn
 constexpr size_t kStagingBytes = 256 * 1024;
 constexpr int kMaxIov = 64;
 constexpr int kMaxBackoffMs = 100;
 constexpr int64_t kMaxConnectTimeoutMs = int64_t{30} * 24 * 3600 * 1000;  // no clock overflow
 
-/// The first bytes a dialling rank writes on a new socket.
-struct Hello {
-  uint64_t magic;
-  uint64_t secret;
-  int32_t srcRank;
-  int32_t dstRank;
-};
-static_assert(sizeof(Hello) == 24 && std::is_trivially_copyable_v<Hello>);
-
-/// The address blob exchanged through the bootstrap: a POD copied with memcpy.
-struct AddrBlob {
-  uint32_t magic;
-  uint32_t addrLen;
-  sockaddr_storage addr;
-};
-static_assert(std::is_trivially_copyable_v<AddrBlob>);
+using tcp_wire::AddrBlob;
+using tcp_wire::Hello;
+using tcp_wire::kBlobMagic;
+using tcp_wire::kHelloMagic;
 
 class UniqueFd {
  public:
@@ -152,14 +139,7 @@ Result<net::InterfaceAddr> chooseListenAddr(const Context& ctx) {
 }
 
 Result<AddrBlob> parseBlob(const Context& ctx, int peer, std::span<const std::byte> bytes) {
-  AddrBlob blob{};
-  if (bytes.size() == sizeof(AddrBlob)) std::memcpy(&blob, bytes.data(), sizeof(AddrBlob));
-  const bool okLen = blob.addrLen == sizeof(sockaddr_in) || blob.addrLen == sizeof(sockaddr_in6);
-  if (bytes.size() != sizeof(AddrBlob) || blob.magic != kBlobMagic || !okLen) {
-    return invalidArgument("tcp: malformed address blob from peer (rank={}, peer={}, bytes={})",
-                           ctx.rank, peer, bytes.size());
-  }
-  return blob;
+  return tcp_wire::parseAddrBlob(bytes, ctx.rank, peer);
 }
 
 Status setConnectedOptions(int fd, const Context& ctx, int peer) {
@@ -515,20 +495,9 @@ struct TcpTransport::State {
   void admit(const Context& ctx, PendingHello& p) {
     Hello h;
     std::memcpy(&h, p.buf.data(), sizeof(h));
-    if (h.magic != kHelloMagic) {
-      TUTTI_LOG_WARN(Subsys::kNet,
-                     "tcp: closed a connection from {}: bad handshake magic {:#x} (rank={})",
-                     p.addr, h.magic, ctx.rank);
-    } else if (h.secret != ctx.secret) {
-      TUTTI_LOG_WARN(Subsys::kNet,
-                     "tcp: closed a connection from {}: wrong secret, not from this job "
-                     "(rank={}, claimed peer={})",
-                     p.addr, ctx.rank, h.srcRank);
-    } else if (h.dstRank != ctx.rank || h.srcRank < 0 || h.srcRank >= ctx.rank) {
-      TUTTI_LOG_WARN(Subsys::kNet,
-                     "tcp: closed a connection from {}: handshake from rank {} to rank {} is not "
-                     "expected here (rank={}, nranks={})",
-                     p.addr, h.srcRank, h.dstRank, ctx.rank, ctx.nranks);
+    if (Status bad = tcp_wire::checkHello(p.buf, ctx.secret, ctx.rank, ctx.nranks); !bad.isOk()) {
+      TUTTI_LOG_WARN(Subsys::kNet, "tcp: closed a connection from {}: {} (rank={})", p.addr,
+                     bad.message(), ctx.rank);
     } else if (stashed.count(h.srcRank) != 0) {
       TUTTI_LOG_WARN(Subsys::kNet,
                      "tcp: closed a second connection from {} claiming to be rank {} (rank={})",

@@ -1,0 +1,41 @@
+// File: transports/shm/shm_wire.h
+// The shm transport's address blob (exchanged through the bootstrap) and its parser (untrusted
+// bytes; fuzzed in tests/fuzz): a magic, the ring size and the segment's POSIX shm name.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <span>
+
+#include "core/status.h"
+
+namespace tutti::transport::shm_wire {
+
+inline constexpr uint64_t kMagic = 0x74757474695f5348ull;  // "tutti_SH"
+
+struct Blob {
+  uint64_t magic;
+  uint64_t ringBytes;
+  char name[96];
+};
+
+/// Exact size and magic, a NUL-terminated name of the form "/tutti-..." with no other '/', and the
+/// same ring size as ours (InvalidUsage naming TUTTI_SHM_RING_BYTES when it differs).
+inline Result<Blob> parseBlob(std::span<const std::byte> bytes, int peer, uint64_t ringBytes) {
+  Blob blob{};
+  if (bytes.size() != sizeof blob)
+    return invalidArgument("shm: bad address blob from rank {} ({} bytes)", peer, bytes.size());
+  std::memcpy(&blob, bytes.data(), sizeof blob);
+  const void* nul = std::memchr(blob.name, '\0', sizeof blob.name);
+  if (blob.magic != kMagic || !nul || std::strncmp(blob.name, "/tutti-", 7) != 0 ||
+      std::strchr(blob.name + 1, '/') != nullptr)
+    return invalidArgument("shm: malformed address blob from rank {}", peer);
+  if (blob.ringBytes != ringBytes)
+    return invalidUsage("shm: rank {} uses a different shm layout (ring {} vs {} bytes): set the "
+                        "same TUTTI_SHM_RING_BYTES on every rank",
+                        peer, blob.ringBytes, ringBytes);
+  return blob;
+}
+
+}  // namespace tutti::transport::shm_wire
