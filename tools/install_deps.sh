@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(build-essential cmake pkg-config libspdlog-dev libfmt-dev libhwloc-dev catch2
           libcli11-dev libhwy-dev nlohmann-json3-dev libibverbs-dev
-          libopenmpi-dev openmpi-bin "$@")
+          libopenmpi-dev openmpi-bin clang-14 libclang-rt-14-dev "$@")
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
