@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 namespace tutti::algo {
 
@@ -20,6 +21,11 @@ namespace {
 // Factor on the shm latency per unit of oversubscription (ranks / PUs) on a host; fitted to
 // tutti-perf on the 2-core development VM (docs/PERFORMANCE.md, "selector").
 constexpr double kOversubscribedLatency = 1.5;
+
+// Per-message send overhead by class (self, shm, tcp, nvlink, pcie, ib): what a rank spends
+// issuing one message, serialised over its messages. shm fitted on the development VM; tcp is a
+// send syscall; the device classes a kernel-side flag write or a work-request post.
+constexpr double kOverheadUs[kNumLinkClasses] = {0.0, 0.1, 2.0, 0.3, 0.5, 0.5};
 
 const topo::RankPlace* place(const topo::Topology& w, int r) {
   return r >= 0 && r < static_cast<int>(w.ranks.size()) ? &w.ranks[r] : nullptr;
@@ -81,13 +87,14 @@ Status applyLinksJson(const nlohmann::json& links, const std::string& where, Lin
       return invalidArgument("{}: unknown link class (self, shm, tcp, nvlink, pcie, ib)", path);
     LinkParams& p = m.links[static_cast<int>(*cls)];
     if (!it->is_object()) return invalidArgument("{}: expected an object", path);
-    for (const char* key : {"latency_us", "bandwidth_gbps"}) {
+    for (auto [key, field, zeroOk] : {std::tuple{"latency_us", &p.latencyUs, true},
+                                      std::tuple{"bandwidth_gbps", &p.bandwidthGBps, false},
+                                      std::tuple{"overhead_us", &p.overheadUs, true}}) {
       if (!it->contains(key)) continue;
       const auto& v = (*it)[key];
-      const bool lat = std::string(key) == "latency_us";
-      if (!v.is_number() || (lat ? !(v.get<double>() >= 0) : !(v.get<double>() > 0)))
-        return invalidArgument("{}.{}: expected a number {} 0", path, key, lat ? ">=" : ">");
-      (lat ? p.latencyUs : p.bandwidthGBps) = v.get<double>();
+      if (!v.is_number() || (zeroOk ? !(v.get<double>() >= 0) : !(v.get<double>() > 0)))
+        return invalidArgument("{}.{}: expected a number {} 0", path, key, zeroOk ? ">=" : ">");
+      *field = v.get<double>();
     }
   }
   return Status::ok();
@@ -120,6 +127,7 @@ LinkClass linkClassBetween(const topo::Topology& w, int a, int b) {
 
 LinkModel linkModelFor(const topo::Topology& w) {
   LinkModel m = LinkModel::defaults();
+  for (int c = 0; c < kNumLinkClasses; ++c) m.links[c].overheadUs = kOverheadUs[c];
   // Oversubscription: the most loaded host decides (collectives wait for the slowest rank).
   std::map<int, int> perHost;
   for (const auto& r : w.ranks) ++perHost[r.host];
@@ -159,13 +167,22 @@ LinkModel linkModelFor(const topo::Topology& w) {
   for (const auto& [name, spec] : w.links) {
     auto cls = parseLinkClass(name);
     if (!cls) continue;  // fromJson accepts any name; unknown classes have no effect
-    m.links[static_cast<int>(*cls)] = {spec.latencyUs, spec.bandwidthGBps};
+    LinkParams& p = m.links[static_cast<int>(*cls)];
+    p.latencyUs = spec.latencyUs;
+    p.bandwidthGBps = spec.bandwidthGBps;
+    if (spec.overheadUs >= 0) p.overheadUs = spec.overheadUs;
   }
   if (w.reduceGBps) m.reduceGBps = *w.reduceGBps;
   if (w.copyGBps) m.copyGBps = *w.copyGBps;
 
   auto world = std::make_shared<const topo::Topology>(w);
   m.classOf = [world](int s, int d) { return linkClassBetween(*world, s, d); };
+  // Network ports are NICs: ranks that name the same NIC of a host, or none, share it.
+  m.portOf = [world](int r, LinkClass c) {
+    const topo::RankPlace* p = place(*world, r);
+    if (!p || (c != LinkClass::kTcp && c != LinkClass::kIb)) return r;
+    return -1 - (p->host * 4096 + (p->nic >= 0 ? p->nic : 4095));
+  };
   return m;
 }
 

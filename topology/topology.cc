@@ -97,7 +97,8 @@ std::string toTree(const Topology& t) {
     }
   }
   for (const auto& [name, spec] : t.links)
-    out += fmt::format("Link {}: {} us, {} GB/s\n", name, spec.latencyUs, spec.bandwidthGBps);
+    out += fmt::format("Link {}: {} us, {} GB/s{}\n", name, spec.latencyUs, spec.bandwidthGBps,
+                       spec.overheadUs >= 0 ? fmt::format(", overhead {} us", spec.overheadUs) : "");
   if (t.reduceGBps) out += fmt::format("Reduce: {} GB/s\n", *t.reduceGBps);
   if (t.copyGBps) out += fmt::format("Copy: {} GB/s\n", *t.copyGBps);
   return out;

@@ -95,6 +95,7 @@ struct RankPlace {
 struct LinkSpec {
   double latencyUs = 0;
   double bandwidthGBps = 0;
+  double overheadUs = -1;  ///< per-message send overhead (LogP's o); -1: keep the model's
 };
 
 struct Topology {

@@ -19,6 +19,7 @@ Json linkJson(const LinkSpec& l) {
   Json j;
   j["latency_us"] = l.latencyUs;
   j["bandwidth_gbps"] = l.bandwidthGBps;
+  if (l.overheadUs >= 0) j["overhead_us"] = l.overheadUs;
   return j;
 }
 
@@ -261,6 +262,9 @@ Result<Topology> fromJson(const std::string& text) {
       LinkSpec s;
       rd.get(*it, p, "latency_us", s.latencyUs);
       rd.get(*it, p, "bandwidth_gbps", s.bandwidthGBps);
+      rd.get(*it, p, "overhead_us", s.overheadUs, false);
+      if (rd.ok() && it->contains("overhead_us") && !(s.overheadUs >= 0))
+        rd.fail(p + ".overhead_us", "expected a number >= 0");
       if (rd.ok() && (!(s.latencyUs >= 0) || !(s.bandwidthGBps > 0)))
         rd.fail(p, fmt::format("needs latency_us >= 0 and bandwidth_gbps > 0 (got {}, {})",
                                s.latencyUs, s.bandwidthGBps));
