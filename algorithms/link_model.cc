@@ -18,9 +18,13 @@ namespace tutti::algo {
 
 namespace {
 
-// Factor on the shm latency per unit of oversubscription (ranks / PUs) on a host; fitted to
-// tutti-perf on the 2-core development VM (docs/PERFORMANCE.md, "selector").
-constexpr double kOversubscribedLatency = 1.5;
+// shm, fitted to the quiet 8 B..32 KiB allreduce timings of docs/PERFORMANCE.md on the 2-core
+// development VM: about 0.4 us per round with 2 ranks (alpha 0.3 + o 0.1); with 4 ranks on 2
+// cores T = 2.9 + 0.14 rounds + 0.8 messages-per-rank us (recursive doubling 4.8, one-shot 5.4,
+// two-shot 8.0, ring 8.5): a message costs its sender a context switch, so the overhead o grows
+// with the load (ranks / PUs) while the latency stays.
+constexpr double kShmLatencyUs = 0.3;
+constexpr double kOversubscribedOverheadUs = 0.4;  // o = this * ranks / PUs when ranks > PUs
 
 // Per-message send overhead by class (self, shm, tcp, nvlink, pcie, ib): what a rank spends
 // issuing one message, serialised over its messages. shm fitted on the development VM; tcp is a
@@ -136,7 +140,9 @@ LinkModel linkModelFor(const topo::Topology& w) {
     const int pus = w.hosts[host].pus;
     if (pus > 0 && ranks > pus) load = std::max(load, static_cast<double>(ranks) / pus);
   }
-  if (load > 1.0) m.links[static_cast<int>(LinkClass::kShm)].latencyUs *= kOversubscribedLatency * load;
+  LinkParams& shm = m.links[static_cast<int>(LinkClass::kShm)];
+  shm.latencyUs = kShmLatencyUs;
+  if (load > 1.0) shm.overheadUs = kOversubscribedOverheadUs * load;
 
   // NIC speeds: the slowest NIC of each kind that is known.
   double eth = std::numeric_limits<double>::infinity(), ib = eth;

@@ -23,9 +23,9 @@ namespace tutti::algo {
 LinkClass linkClassBetween(const topo::Topology& world, int a, int b);
 
 /// The model for `world`: LinkModel::defaults() per class, then
-///  - shm latency and bandwidth scaled for the host's load: with L ranks on a host of P PUs,
-///    L > P (oversubscribed) multiplies the shm latency by kOversubscribedLatency * L / P
-///    (a message waits for its receiver to be scheduled);
+///  - per-message send overheads (LogP's o): shm 0.1 us, tcp 2 us, nvlink 0.3 us, pcie and
+///    ib 0.5 us; shm latency 0.3 us; with L ranks on a host of P PUs and L > P (oversubscribed)
+///    the shm overhead becomes 0.4 L / P us (each message costs a context switch);
 ///  - tcp / ib bandwidth from the slowest NIC speed known (Gbit/s / 8, times 0.9 for tcp);
 ///  - nvlink bandwidth 20 GB/s per link of the least-connected GPU pair; pcie from the GPUs'
 ///    PCIe link speed;

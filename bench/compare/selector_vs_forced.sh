@@ -4,14 +4,15 @@
 # rank count (out-of-place us per algorithm, the automatic choice and its ratio to the best forced
 # time; "ok" when within 15%).
 # Usage: bench/compare/selector_vs_forced.sh [outdir]   (after tools/build.sh)
-# Env: NRANKS="2 4", SMALL_ITERS=200 (8 B..512 KiB), LARGE_ITERS=5 (2 MiB..256 MiB).
+# Env: NRANKS="2 4", SMALL_ITERS=200 (8 B..512 KiB), LARGE_ITERS=5 (2 MiB..256 MiB), ALGOS (the
+# forced algorithms; default every flat allreduce algorithm; ALGOS="" re-runs only auto).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
 T=$top/build/bin
 out=${1:-/tmp/tutti-selector}
 mkdir -p "$out"
-algos=$("$T/tutti-sched" list | awk '$1 == "allreduce" && $2 !~ /^hierarchical/ {print $2}')
+algos=${ALGOS-$("$T/tutti-sched" list | awk '$1 == "allreduce" && $2 !~ /^hierarchical/ {print $2}')}
 for n in ${NRANKS:-2 4}; do
   for a in auto $algos; do
     opt=()
