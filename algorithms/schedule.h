@@ -61,6 +61,10 @@ struct CollShape {
   RedOp op = RedOp::kSum;
   int root = 0;  ///< rooted collectives; 0 otherwise
   bool inPlace = false;
+  /// Hierarchy for hierarchical algorithms: hostOf[r] is the group (host, or NUMA node on one
+  /// host) of rank r, groups numbered from 0; size nranks, or empty when unknown or when all ranks
+  /// form one group. Hierarchical algorithms decline without it; the others ignore it.
+  std::vector<int> hostOf;
 };
 
 /// Elements of `buf` that a call of this shape may touch on this rank (0 where NCCL allows the

@@ -111,7 +111,7 @@ struct Message {
   int srcStep = -1, dstStep = -1;
   int outPort = 0, inPort = 0;  // rank * kNumLinkClasses + class
   int pair = 0;                 // index of the directed (src, dst) link
-  double latencyUs = 0, bandwidthGBps = 1;
+  double latencyUs = 0, bandwidthGBps = 1, overheadUs = 0;
   size_t nextSlice = 0;  // forwarding receiver: next slice whose arrival is not yet known
   double lastAvail = 0;  // forwarding receiver: slices become available in order
 };
@@ -171,8 +171,9 @@ class Sim {
   Result<double> run() {
     TUTTI_TRY(checkModel());
     TUTTI_TRY(match());
-    outFree_.assign(static_cast<size_t>(n_) * kNumLinkClasses, 0.0);
+    outFree_.assign(ports_.size(), 0.0);
     inFree_ = outFree_;
+    issueFree_.assign(n_, 0.0);
     pairFree_.assign(pairs_.size(), 0.0);
     for (int r = 0; r < n_; ++r) push({.kind = Ev::kRoundStart, .id = r});
     while (!queue_.empty()) {
@@ -198,11 +199,11 @@ class Sim {
       return invalidArgument("simulate: invalid dtype {}", static_cast<int>(shape_.dtype));
     for (int c = 0; c < kNumLinkClasses; ++c) {
       const LinkParams& p = model_.links[c];
-      if (!(p.latencyUs >= 0) || !(p.bandwidthGBps > 0))
+      if (!(p.latencyUs >= 0) || !(p.bandwidthGBps > 0) || !(p.overheadUs >= 0))
         return invalidArgument(
-            "simulate: link class {} needs latencyUs >= 0 and bandwidthGBps "
-            "> 0 (latencyUs={}, bandwidthGBps={})",
-            linkClassName(static_cast<LinkClass>(c)), p.latencyUs, p.bandwidthGBps);
+            "simulate: link class {} needs latencyUs >= 0, bandwidthGBps > 0 and overheadUs "
+            ">= 0 (latencyUs={}, bandwidthGBps={}, overheadUs={})",
+            linkClassName(static_cast<LinkClass>(c)), p.latencyUs, p.bandwidthGBps, p.overheadUs);
     }
     if (!(model_.reduceGBps > 0) || !(model_.copyGBps > 0))
       return invalidArgument(
@@ -270,9 +271,11 @@ class Sim {
                       .bytes = s.bytes,
                       .srcStep = senders[m],
                       .dstStep = it->second[m]};
-          const int cls = static_cast<int>(model_.linkClass(msg.src, msg.dst));
-          msg.outPort = msg.src * kNumLinkClasses + cls;
-          msg.inPort = msg.dst * kNumLinkClasses + cls;
+          const LinkClass lc = model_.linkClass(msg.src, msg.dst);
+          const int cls = static_cast<int>(lc);
+          msg.outPort = portIndex(msg.src, lc);
+          msg.inPort = portIndex(msg.dst, lc);
+          msg.overheadUs = model_.links[cls].overheadUs;
           msg.pair = pairs_.emplace(pair, static_cast<int>(pairs_.size())).first->second;
           msg.latencyUs = model_.links[cls].latencyUs;
           msg.bandwidthGBps = model_.links[cls].bandwidthGBps;
@@ -282,6 +285,13 @@ class Sim {
       }
     }
     return Status::ok();
+  }
+
+  // Dense index of (port, class): the rank's own port unless portOf shares one.
+  int portIndex(int rank, LinkClass c) {
+    const int id = model_.portOf ? model_.portOf(rank, c) : rank;
+    return ports_.emplace(std::make_pair(id, static_cast<int>(c)), static_cast<int>(ports_.size()))
+        .first->second;
   }
 
   Status unmatched(size_t round, int src, int dst, size_t nsent, size_t nrecv) const {
@@ -461,11 +471,19 @@ class Sim {
         pending_[keep++] = p;
         continue;
       }
+      if (issueFree_[m.src] > now_) {  // the sender is still issuing an earlier message
+        if (p.wakeUs != issueFree_[m.src]) {
+          p.wakeUs = issueFree_[m.src];
+          push({.t = p.wakeUs, .kind = Ev::kWake});
+        }
+        pending_[keep++] = p;
+        continue;
+      }
       const double portsFree = std::max(outFree_[m.outPort], inFree_[m.inPort]);
-      const double dataStart = std::max(now_ + m.latencyUs, portsFree);
+      const double dataStart = std::max(now_ + m.overheadUs + m.latencyUs, portsFree);
       // (A relative slack keeps rounding in now_ + latency from waking us again and again.)
-      if (dataStart - (now_ + m.latencyUs) > 1e-12 * std::max(1.0, dataStart)) {
-        const double wake = dataStart - m.latencyUs;
+      if (dataStart - (now_ + m.overheadUs + m.latencyUs) > 1e-12 * std::max(1.0, dataStart)) {
+        const double wake = dataStart - m.latencyUs - m.overheadUs;
         if (p.wakeUs != wake) {
           p.wakeUs = wake;
           push({.t = wake, .kind = Ev::kWake});
@@ -475,6 +493,7 @@ class Sim {
       }
       const double end = dataStart + usFor(p.bytes, m.bandwidthGBps);
       pairFree_[m.pair] = outFree_[m.outPort] = inFree_[m.inPort] = end;
+      issueFree_[m.src] = now_ + m.overheadUs;
       push({.t = end, .kind = Ev::kTxEnd, .id = p.msg, .bytes = p.bytes});
       announce(m, p, dataStart);
     }
@@ -515,7 +534,9 @@ class Sim {
   std::vector<StepState> steps_;
   std::vector<Message> msgs_;
   std::vector<RankState> ranks_;
-  std::vector<double> outFree_, inFree_;      // ports: by rank * kNumLinkClasses + class
+  std::vector<double> outFree_, inFree_;      // ports: by portIndex()
+  std::map<std::pair<int, int>, int> ports_;  // (port id, class) -> index
+  std::vector<double> issueFree_;             // by rank: when it may issue its next message
   std::map<std::pair<int, int>, int> pairs_;  // directed links in use -> index
   std::vector<double> pairFree_;              // by pair index
   std::vector<Pending> pending_;              // ready, not started; in ready order

@@ -21,6 +21,10 @@
 //    round), its pair link is free, and its ports are free when its latency has passed. Waiting
 //    messages are served first-come first-served (ready time, then schedule order), without
 //    holding back a message that can go.
+//  - Overhead: with LinkParams::overheadUs = o > 0, a rank issues its messages one at a time, o
+//    each (LogP's o), so a rank sending to n-1 peers at once pays (n-1) o before the last one
+//    starts; latencies and data transfers still overlap.
+//  - Shared ports: LinkModel::portOf can put several ranks on one port of a class (a host's NIC).
 //  - Compute: every rank has one compute unit, first-come first-served. A reduction of b bytes
 //    (recvReduce, recvReduceSend, reduce) costs b / reduceGBps, a copy b / copyGBps; a copy whose
 //    source and destination are the same memory (in-place aliasing) is free, as in the engine.
@@ -53,6 +57,10 @@ const char* linkClassName(LinkClass c);
 struct LinkParams {
   double latencyUs = 1.0;      ///< alpha: per-message latency, microseconds
   double bandwidthGBps = 5.0;  ///< 1/beta: GB/s (1e9 bytes per second)
+  /// o (LogP's send overhead): time the sending rank spends issuing one message (or forwarded
+  /// slice), serialised over all its messages of every class; latencies overlap, overheads do
+  /// not. 0 keeps the plain alpha-beta model.
+  double overheadUs = 0.0;
 };
 
 struct LinkModel {
@@ -63,6 +71,10 @@ struct LinkModel {
   /// Class of the link between two ranks; default (also when empty): kShm between different
   /// ranks, kSelf on one.
   std::function<LinkClass(int src, int dst)> classOf;
+  /// Port of a rank for a link class: ranks that return the same id for a class share one port
+  /// (its bandwidth, one message's data at a time per direction), as the ranks of a host share a
+  /// NIC. Empty: every rank has its own ports.
+  std::function<int(int rank, LinkClass cls)> portOf;
   LinkClass linkClass(int src, int dst) const;
   const LinkParams& link(int src, int dst) const;
   /// Defaults for a single host: self 0.05 us / 20 GB/s, shm 0.5 us / 5 GB/s, tcp 10 us /

@@ -35,11 +35,11 @@ void Report::printTableHeader() const {
   std::printf(
       "#\n"
       "#                                                              out-of-place            "
-      "           in-place\n"
+      "           in-place          selector (out-of-place)\n"
       "#       size         count      type   redop    root     time   algbw   busbw #wrong    "
-      " time   algbw   busbw #wrong\n"
+      " time   algbw   busbw #wrong            algorithm    pred\n"
       "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)           "
-      " (us)  (GB/s)  (GB/s)\n");
+      " (us)  (GB/s)  (GB/s)                              (us)\n");
   std::fflush(stdout);
 }
 
@@ -62,6 +62,8 @@ void Report::add(const Row& row) {
   } else {
     std::printf("  %7s  %6s  %6s  %5s", "N/A", "N/A", "N/A", "N/A");
   }
+  std::printf("  %19s  %7s", row.algorithm.empty() ? "-" : row.algorithm.c_str(),
+              row.predictedUs < 0 ? "-" : formatTimeUs(row.predictedUs).c_str());
   std::printf("\n");
   std::fflush(stdout);
 }
@@ -85,6 +87,8 @@ std::string Report::writeJson(const std::string& path) const {
                                 {"nranks", r.nranks}};
     j["out_of_place"] = measurementJson(r.outOfPlace);
     j["in_place"] = r.inPlace ? measurementJson(*r.inPlace) : nlohmann::ordered_json(nullptr);
+    j["algorithm"] = r.algorithm.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(r.algorithm);
+    j["predicted_us"] = r.predictedUs < 0 ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(r.predictedUs);
     all.push_back(std::move(j));
   }
   std::ofstream out(path);

@@ -31,6 +31,10 @@ struct Row {
   int nranks = 1;
   Measurement outOfPlace;
   std::optional<Measurement> inPlace;  // empty: no in-place variant (columns read N/A)
+  // After nccl-tests' columns: the algorithm the selector chose for the out-of-place call and
+  // its predicted time (Communicator::algorithmFor); "" / -1 when unknown.
+  std::string algorithm;
+  double predictedUs = -1;
 };
 
 // Collects rows, prints them as they come (when `print`), and writes the summary and JSON.

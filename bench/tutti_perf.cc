@@ -242,6 +242,10 @@ int runSweep(Communicator& comm, const Config& cfg, const Plan& plan) {
           Result<Measurement> oop = measure(comm, cfg, coll, s, bufs, row.bytes);
           if (!oop) return fail(comm, oop.status());
           row.outOfPlace = *oop;
+          if (auto choice = comm.algorithmFor(coll.coll, bc.count, dtype, op, root); choice) {
+            row.algorithm = choice->algorithm;
+            row.predictedUs = choice->predictedUs;
+          }
           if (coll.inPlace) {
             s.inPlace = true;
             Result<Measurement> ip = measure(comm, cfg, coll, s, bufs, row.bytes);

@@ -263,6 +263,13 @@ void Communicator::resetStats() {
 void Communicator::writeHangReport() const {
   if (impl_) impl_->requestReport();
 }
+Result<Communicator::AlgorithmChoice> Communicator::algorithmFor(Coll coll, size_t count,
+                                                                 DataType dtype, RedOp op,
+                                                                 int root, bool inPlace) const {
+  if (!impl_) return noComm("algorithmFor");
+  TUTTI_TRY_ASSIGN(auto d, impl_->explain(coll, count, dtype, op, root, inPlace));
+  return AlgorithmChoice{std::string(d.algo->name), d.predictedUs, d.reason};
+}
 std::vector<std::string> Communicator::algorithms(Coll coll) {
   std::vector<std::string> names;
   for (const auto& a : algo::registry())

@@ -14,6 +14,7 @@
 #include <thread>
 #include <tuple>
 
+#include "algorithms/selector.h"
 #include "core/bootstrap.h"
 #include "core/call_check.h"
 #include "core/engine.h"
@@ -81,6 +82,11 @@ class CommImpl final : public ExecHooks, public hang::Source {
   Status asyncError() const;
   Status setAlgorithm(Coll coll, const std::string& name);
   Result<std::string> loadSchedule(const std::string& path);
+  /// The selector's decision for a call of this shape (cached; core/selection.cc).
+  Result<algo::Decision> decide(const algo::CollShape& shape, const char* api);
+  /// decide() for Communicator::algorithmFor, after checking the arguments.
+  Result<algo::Decision> explain(Coll coll, size_t count, DataType dtype, RedOp op, int root,
+                                 bool inPlace);
 
   std::vector<CollStats> stats() const { return stats_.snapshot(); }
   void resetStats() { stats_.reset(); }
@@ -98,6 +104,7 @@ class CommImpl final : public ExecHooks, public hang::Source {
   void drainQueue();
   void progressLoop();
   void selectAlgorithm(Coll coll, const std::string& name);  // "" = default
+  Status initSelection();  // topology allgather, link model, overrides (core/selection.cc)
   Status failed() const;
   void recordError(const Status& s);
   // core/comm_diag.cc: diagnostics around execution.
@@ -125,6 +132,16 @@ class CommImpl final : public ExecHooks, public hang::Source {
   using PlanKey = std::tuple<int, size_t, int, int, int, bool, int, int>;
   std::map<PlanKey, std::unique_ptr<Plan>> plans_;
   std::vector<std::byte> scratchPool_;  // shared by all plans (one executes at a time)
+
+  // Selection (core/selection.cc): the job's topology as a link model, the hierarchy groups
+  // (CollShape::hostOf), TUTTI_ALGO / NCCL_ALGO, and the decisions per call shape (cleared with
+  // plans_).
+  algo::LinkModel model_;
+  std::vector<int> hostOf_;
+  algo::AlgoOverrides envAlgo_;
+  using DecisionKey = std::tuple<int, size_t, int, int, int, bool>;
+  std::map<DecisionKey, algo::Decision> decisions_;
+  std::mutex decisionMu_;  // decide() is also called from Communicator::algorithmFor
 
   mutable std::mutex errMu_;
   Status firstError_;

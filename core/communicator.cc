@@ -22,9 +22,6 @@ namespace {
 
 TUTTI_PARAM_STRING(kTransports, "TUTTI_TRANSPORTS", nullptr, "CORE", "",
                    "comma-separated transports allowed (shm,tcp); empty = all");
-TUTTI_PARAM_STRING(kAlgo, "TUTTI_ALGO", nullptr, "ALGO", "",
-                   "algorithm override: 'name' for every collective that has it, or "
-                   "'allreduce:ring;broadcast:chain'");
 TUTTI_PARAM_STRING(kScheduleFile, "TUTTI_SCHEDULE_FILE", nullptr, "ALGO", "",
                    "comma-separated JSON schedule files to load and select (docs/SCHEDULES.md)");
 TUTTI_PARAM_INT(kTimeoutSec, "TUTTI_TIMEOUT", nullptr, "CORE", 0,
@@ -237,6 +234,8 @@ Status CommImpl::init(const bootstrap::IdData& id, const Options& options) {
                    peers_[rank_].hostname, summary);
   }
 
+  TUTTI_TRY(initSelection());
+
   for (auto& path : split(kScheduleFile.get(), ',')) {
     path = trim(path);
     if (path.empty()) continue;
@@ -244,20 +243,6 @@ Status CommImpl::init(const bootstrap::IdData& id, const Options& options) {
     TUTTI_LOG_INFO(Subsys::kAlgo, "init: loaded schedule '{}' from {}", name, path);
   }
 
-  // TUTTI_ALGO overrides.
-  for (auto& item : split(kAlgo.get(), ';')) {
-    item = trim(item);
-    if (item.empty()) continue;
-    auto colon = item.find(':');
-    if (colon == std::string::npos) {
-      for (int c = 0; c < kNumColls; ++c)
-        if (algo::find(static_cast<Coll>(c), item)) selectAlgorithm(static_cast<Coll>(c), item);
-      continue;
-    }
-    auto coll = parseColl(trim(item.substr(0, colon)));
-    if (!coll) return invalidArgument("TUTTI_ALGO: unknown collective in '{}'", item);
-    TUTTI_TRY(setAlgorithm(*coll, trim(item.substr(colon + 1))));
-  }
   return Status::ok();
 }
 
@@ -322,6 +307,8 @@ void CommImpl::selectAlgorithm(Coll coll, const std::string& name) {
   if (name.empty()) algoOverride_.erase(coll);
   else algoOverride_[coll] = name;
   plans_.clear();  // cached plans may have been built with the previous choice
+  std::lock_guard<std::mutex> lock(decisionMu_);
+  decisions_.clear();
 }
 
 Result<std::string> CommImpl::loadSchedule(const std::string& path) {
@@ -411,9 +398,6 @@ Result<Plan*> CommImpl::plan(const CallArgs& a, bool inPlace) {
   PlanKey key{static_cast<int>(a.coll), a.count,  static_cast<int>(a.dtype), static_cast<int>(a.op),
               a.root, inPlace, a.sendPeer, a.recvPeer};
   if (auto it = plans_.find(key); it != plans_.end()) return it->second.get();
-  auto over = algoOverride_.find(a.coll);
-  const std::string algoName = over == algoOverride_.end() ? "" : over->second;
-
   auto p = std::make_unique<Plan>();
   p->coll = a.coll;
   p->elemBytes = a.coll == Coll::kBarrier ? 1 : dataTypeBytes(a.dtype);
@@ -431,16 +415,9 @@ Result<Plan*> CommImpl::plan(const CallArgs& a, bool inPlace) {
                        .count = a.count});
     p->schedule.rounds.push_back(std::move(round));
   } else {
-    const algo::AlgorithmInfo* info = algoName.empty() ? nullptr : algo::find(a.coll, algoName);
-    if (info && info->supports && !info->supports(shape)) {
-      // A forced algorithm that declines this shape (a power-of-two-only algorithm, a schedule
-      // file written for another size) falls back to the default choice, as NCCL_ALGO does.
-      TUTTI_LOG_INFO(Subsys::kTuning, "{}: algorithm '{}' declines count={} nranks={}; using the "
-                     "default", a.api, algoName, a.count, nranks_);
-      info = nullptr;
-    }
-    if (!info) info = algo::pickDefault(shape);
-    if (!info) return internalError("{}: no algorithm supports this call", a.api);
+    shape.hostOf = hostOf_;
+    TUTTI_TRY_ASSIGN(algo::Decision decision, decide(shape, a.api));
+    const algo::AlgorithmInfo* info = decision.algo;
     if (info->loaded) {  // user-supplied: prove it for this size and count before running it
       Status v = algo::verifyAlgorithm(*info, shape);
       if (!v.isOk())

@@ -169,6 +169,22 @@ class TUTTI_API Communicator {
   /// Names of the registered algorithms for a collective.
   static std::vector<std::string> algorithms(Coll coll);
 
+  /// The algorithm a call of this shape runs with on this communicator, as the selector chose it
+  /// (docs/TOPOLOGY.md): its name, the simulator's predicted time in microseconds (-1 when it
+  /// could not be predicted) and why it won ("model", "forced by setAlgorithm ...", an override).
+  /// `count` as the collective's own call takes it (elements; per rank where the call says so).
+  /// Local and cheap after the first call of a shape (decisions are cached); no communication.
+  /// InvalidArgument for count 0, a root outside [0, size()) or an invalid dtype/op;
+  /// InvalidUsage on a moved-from communicator.
+  struct AlgorithmChoice {
+    std::string algorithm;
+    double predictedUs = -1;
+    std::string reason;
+  };
+  Result<AlgorithmChoice> algorithmFor(Coll coll, size_t count, DataType dtype,
+                                       RedOp op = RedOp::kSum, int root = 0,
+                                       bool inPlace = false) const;
+
   /// Loads a JSON schedule file (docs/SCHEDULES.md), registers it as an algorithm of its
   /// collective (once per process and path) and selects it on this communicator. Returns the
   /// algorithm's name. The schedule is verified for this communicator's size and each count

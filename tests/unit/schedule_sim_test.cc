@@ -1,6 +1,7 @@
 // File: tests/unit/schedule_sim_test.cc
 // Runs every registered algorithm's schedules for all ranks on an in-memory mailbox (float64
-// elements), for nranks 1..9 and 16 and counts 0, 1, n-1, n+1, 1023, in place and out of place,
+// elements), for nranks 1..9 and 16 and counts 0, 1, n-1, n+1, 1023, in place and out of place
+// (hierarchical algorithms also on synthetic multi-host layouts, see hostLayouts),
 // and checks: messages of the same size matched in order per (src, dst) pair, every message of
 // round k consumed in round k (the engine's deadlock-freedom rule), no deadlock inside a round,
 // and the collective's result against a reference. A new algorithm is tested with no new code.
@@ -9,6 +10,8 @@
 #include <deque>
 #include <map>
 #include <numeric>
+
+#include <fmt/ranges.h>
 
 #include "algorithms/algorithm.h"
 
@@ -150,6 +153,25 @@ bool inPlaceDefined(Coll c) {
          c == Coll::kBroadcast || c == Coll::kReduce;
 }
 
+// No host map, then synthetic multi-host layouts for hierarchical algorithms (which decline
+// without one): contiguous blocks of 2 and of 3 ranks per host, and ranks dealt round-robin over
+// 2 hosts (groups that are not contiguous).
+std::vector<std::vector<int>> hostLayouts(int n) {
+  std::vector<std::vector<int>> out{{}};
+  for (int per : {2, 3}) {
+    if (n % per != 0 || n / per < 2) continue;
+    std::vector<int> blocks(n);
+    for (int r = 0; r < n; ++r) blocks[r] = r / per;
+    out.push_back(blocks);
+  }
+  if (n % 2 == 0 && n >= 2) {
+    std::vector<int> dealt(n);
+    for (int r = 0; r < n; ++r) dealt[r] = r % 2;
+    out.push_back(dealt);
+  }
+  return out;
+}
+
 }  // namespace
 
 TEST_CASE("every registered algorithm is correct on an in-memory mailbox", "[schedule]") {
@@ -160,10 +182,14 @@ TEST_CASE("every registered algorithm is correct on an in-memory mailbox", "[sch
                            static_cast<size_t>(n + 1), size_t{1023}}) {
         for (bool inPlace : {false, true}) {
           if (inPlace && !inPlaceDefined(algo.coll)) continue;
-          for (int root : {0, n - 1}) {
+          for (int root : {0, n - 1}) for (const std::vector<int>& hostOf : hostLayouts(n)) {
             CollShape shape{algo.coll, 0, n, count, DataType::kFloat64, RedOp::kSum, root, inPlace};
-            INFO(fmt::format("{}:{} nranks={} count={} {} root={}", collName(algo.coll), algo.name,
-                             n, count, inPlace ? "in-place" : "out-of-place", root));
+            // Algorithms that run without a host map are not run again with one (they ignore it).
+            if (!hostOf.empty() && (!algo.supports || algo.supports(shape))) continue;
+            shape.hostOf = hostOf;
+            INFO(fmt::format("{}:{} nranks={} count={} {} root={} hostOf=[{}]", collName(algo.coll),
+                             algo.name, n, count, inPlace ? "in-place" : "out-of-place", root,
+                             fmt::join(hostOf, ",")));
             std::vector<RankState> ranks(n);
             bool supported = true;
             for (int r = 0; r < n; ++r) {

@@ -1,0 +1,49 @@
+// File: algorithms/link_model.h
+// From a topology to the simulator's LinkModel: which link class joins two ranks (self, shm,
+// nvlink, pcie, tcp, ib), the latency and bandwidth of each class (defaults, adjusted by what the
+// probe knows: NIC speeds, NVLink counts, PCIe speeds, ranks per core), then overrides from the
+// topology file's "links" object and from a link-model file (TUTTI_LINK_FILE). Also the rank
+// groups that hierarchical algorithms use (CollShape::hostOf).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "algorithms/simulator.h"
+#include "topology/topology.h"
+
+namespace tutti::algo {
+
+/// Link class between ranks a and b of `world` (world.ranks gives their places):
+/// self for a == b; on one host nvlink when both ranks have GPUs joined by NVLink (directly or
+/// through a shared NVSwitch), pcie when both have GPUs otherwise, shm for host memory; across
+/// hosts ib when both ranks' NICs (any NIC of the host when a rank names none) are InfiniBand,
+/// tcp otherwise. Ranks outside world.ranks count as one host (shm).
+LinkClass linkClassBetween(const topo::Topology& world, int a, int b);
+
+/// The model for `world`: LinkModel::defaults() per class, then
+///  - per-message send overheads (LogP's o): shm 0.1 us, tcp 2 us, nvlink 0.3 us, pcie and
+///    ib 0.5 us; shm latency 0.3 us; with L ranks on a host of P PUs and L > P (oversubscribed)
+///    the shm overhead becomes 0.4 L / P us (each message costs a context switch);
+///  - tcp / ib bandwidth from the slowest NIC speed known (Gbit/s / 8, times 0.9 for tcp);
+///  - nvlink bandwidth 20 GB/s per link of the least-connected GPU pair; pcie from the GPUs'
+///    PCIe link speed;
+///  - then world.links / reduceGBps / copyGBps, which replace what they name.
+/// classOf is linkClassBetween over world. Pure.
+LinkModel linkModelFor(const topo::Topology& world);
+
+/// Applies a link-model file: JSON {"links": {"shm": {"latency_us": .., "bandwidth_gbps": ..},
+/// ..., "reduce_gbps": .., "copy_gbps": ..}} (the topology file's "links" object; unnamed
+/// classes keep their value). InvalidArgument naming the file and the JSON path of a problem.
+Status applyLinkFile(const std::string& path, LinkModel& model);
+
+/// Class name -> LinkClass ("shm" -> kShm); nullopt for unknown names.
+std::optional<LinkClass> parseLinkClass(std::string_view name);
+
+/// The groups a hierarchical algorithm should treat as "hosts" (CollShape::hostOf): the hosts
+/// of world.ranks when there are several, else the NUMA nodes when the ranks span several, else
+/// empty (one group: hierarchical algorithms decline).
+std::vector<int> hierarchyGroups(const topo::Topology& world);
+
+}  // namespace tutti::algo

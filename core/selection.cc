@@ -1,0 +1,130 @@
+// File: core/selection.cc
+// How a communicator chooses algorithms: at init every rank's topology summary is allgathered
+// over the bootstrap (or TUTTI_TOPO_FILE's placement is used when it describes this job's ranks),
+// the link model is built from it (plus TUTTI_LINK_FILE and, with TUTTI_CALIBRATE=1, measured
+// parameters), and TUTTI_ALGO / NCCL_ALGO are parsed; per call shape the selector
+// (algorithms/selector.h) picks the algorithm, the decision is cached and logged (TUNING).
+#include "algorithms/link_model.h"
+#include "core/comm.h"
+#include "core/env.h"
+#include "core/host_id.h"
+#include "core/log.h"
+#include "topology/topology.h"
+
+namespace tutti::detail {
+
+namespace {
+
+TUTTI_PARAM_STRING(kAlgo, "TUTTI_ALGO", nullptr, "ALGO", "",
+                   "algorithm override, NCCL_ALGO syntax with our names: 'ring' for every "
+                   "collective that has it, 'allreduce:ring,one_shot;allgather:^bruck'");
+TUTTI_PARAM_STRING(kNcclAlgo, "NCCL_ALGO", nullptr, "ALGO", "",
+                   "NCCL's algorithm override (Ring, Tree, PAT, ...; docs/TOPOLOGY.md); "
+                   "TUTTI_ALGO wins for a collective both name");
+TUTTI_PARAM_STRING(kLinkFile, "TUTTI_LINK_FILE", nullptr, "TOPO", "",
+                   "JSON link-model overrides {\"links\": {\"shm\": {\"latency_us\": ..}}}");
+
+}  // namespace
+
+Status CommImpl::initSelection() {
+  // Local topology: TUTTI_TOPO_FILE or the probe. A file the user named must load; a probe
+  // failure only costs the model its hardware details.
+  topo::Topology local;
+  auto loaded = topo::local();
+  if (loaded.isOk()) {
+    local = loaded.value();
+  } else if (!env::get({"TUTTI_TOPO_FILE"}).value_or("").empty()) {
+    return loaded.status();
+  } else {
+    TUTTI_LOG_WARN(Subsys::kTopo, "init: topology probe failed, using a bare host: {}",
+                   loaded.status().message());
+    local.hosts.push_back(topo::Host{.name = hostName()});
+  }
+  int firstOnHost = rank_;
+  for (int r = 0; r < rank_; ++r)
+    if (peers_[r].hostId == peers_[rank_].hostId) {
+      firstOnHost = r;
+      break;
+    }
+  // Always exchange, so that every rank makes the same bootstrap calls whatever its files say.
+  TUTTI_TRY_ASSIGN(auto summaries,
+                   boot_->allGather(topo::rankSummary(local, peers_[rank_].hostId,
+                                                      firstOnHost == rank_,
+                                                      topo::currentNumaNode(local), -1)));
+  topo::Topology world;
+  if (local.ranks.size() == static_cast<size_t>(nranks_)) {
+    world = local;  // the file places this job's ranks: emulate that machine
+    TUTTI_LOG_INFO(Subsys::kTopo, "init: using TUTTI_TOPO_FILE's placement of {} ranks on {} hosts",
+                   nranks_, world.hosts.size());
+  } else {
+    if (!local.ranks.empty())
+      TUTTI_LOG_WARN(Subsys::kTopo, "init: TUTTI_TOPO_FILE places {} ranks, this job has {}: "
+                     "using the job's own placement", local.ranks.size(), nranks_);
+    TUTTI_TRY_ASSIGN(world, topo::assemble(summaries));
+    world.links = local.links;
+    world.reduceGBps = local.reduceGBps;
+    world.copyGBps = local.copyGBps;
+  }
+  model_ = algo::linkModelFor(world);
+  if (const std::string path = kLinkFile.get(); !path.empty())
+    TUTTI_TRY(algo::applyLinkFile(path, model_));
+  hostOf_ = algo::hierarchyGroups(world);
+
+  TUTTI_TRY_ASSIGN(envAlgo_, algo::parseAlgoOverrides(kAlgo.get(), "TUTTI_ALGO", true));
+  std::vector<std::string> ignored;
+  TUTTI_TRY_ASSIGN(auto nccl, algo::parseAlgoOverrides(kNcclAlgo.get(), "NCCL_ALGO", false,
+                                                       &ignored));
+  for (auto& [coll, rule] : nccl) envAlgo_.emplace(coll, std::move(rule));  // TUTTI_ALGO first
+  if (!ignored.empty() && rank_ == 0)
+    TUTTI_LOG_WARN(Subsys::kTuning, "NCCL_ALGO: no tutti counterpart for {} (ignored)",
+                   fmt::join(ignored, ", "));
+
+  if (log::enabled(LogLevel::kInfo, Subsys::kTuning)) {
+    std::string links;
+    for (int c = 0; c < algo::kNumLinkClasses; ++c)
+      links += fmt::format(" {}={}us/{}GB/s", algo::linkClassName(static_cast<algo::LinkClass>(c)),
+                           model_.links[c].latencyUs, model_.links[c].bandwidthGBps);
+    TUTTI_LOG_INFO(Subsys::kTuning, "init: {} hosts, hierarchy {}; link model{} reduce={}GB/s "
+                   "copy={}GB/s", world.hosts.size(), hostOf_.empty() ? "none" : "yes", links,
+                   model_.reduceGBps, model_.copyGBps);
+  }
+  return Status::ok();
+}
+
+Result<algo::Decision> CommImpl::decide(const algo::CollShape& shape, const char* api) {
+  const DecisionKey key{static_cast<int>(shape.coll), shape.count, static_cast<int>(shape.dtype),
+                        static_cast<int>(shape.op), shape.root, shape.inPlace};
+  std::lock_guard<std::mutex> lock(decisionMu_);
+  if (auto it = decisions_.find(key); it != decisions_.end()) return it->second;
+  algo::SelectOptions opts;
+  if (auto it = algoOverride_.find(shape.coll); it != algoOverride_.end()) {
+    opts.forced = it->second;
+    opts.forcedSource = "setAlgorithm / schedule file";
+  }
+  opts.costAll = log::enabled(LogLevel::kInfo, Subsys::kTuning);
+  auto d = algo::select(shape, model_, envAlgo_, opts);
+  if (!d.isOk())
+    return Status(d.status().code(), fmt::format("{}: {}", api, d.status().message()));
+  TUTTI_LOG_INFO(Subsys::kTuning, "{}: {}", api, algo::describe(shape, d.value()));
+  if (decisions_.size() >= 512) decisions_.clear();  // bounded, like the plan cache
+  decisions_.emplace(key, d.value());
+  return d;
+}
+
+Result<algo::Decision> CommImpl::explain(Coll coll, size_t count, DataType dtype, RedOp op,
+                                         int root, bool inPlace) {
+  if (count == 0 && coll != Coll::kBarrier)
+    return invalidArgument("algorithmFor: count 0 runs no algorithm");
+  if (!isValid(dtype) || !isValid(op))
+    return invalidArgument("algorithmFor: invalid dtype or op (dtype={}, op={})",
+                           static_cast<int>(dtype), static_cast<int>(op));
+  if (root < 0 || root >= nranks_)
+    return invalidArgument("algorithmFor: root {} is outside [0, {})", root, nranks_);
+  if (coll == Coll::kSendRecv)
+    return invalidArgument("algorithmFor: point-to-point calls run no algorithm");
+  algo::CollShape shape{coll, rank_, nranks_, count, dtype, op, root, inPlace};
+  shape.hostOf = hostOf_;
+  return decide(shape, "algorithmFor");
+}
+
+}  // namespace tutti::detail

@@ -1,0 +1,136 @@
+// File: tests/mp/selector_comm_test.cc
+// The selector inside real communicators (4 forked ranks over shm): algorithmFor reports the
+// model's choice, NCCL_ALGO and TUTTI_ALGO narrow it (TUTTI_ALGO first), every new call shape
+// and with TUTTI_TOPO_FILE placing the ranks on 2 hosts the hierarchical
+// algorithms become candidates and give exact results over the real transport. (The TUNING log
+// is checked by mp.tuning_log in tests/mp/CMakeLists.txt: the log reads its environment at
+// process start, before a test could set it.)
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "tests/mp/mp_common.h"
+#include "topology/topology.h"
+
+namespace tutti::test {
+namespace {
+
+// Sets environment variables for the forked ranks of one test and restores them afterwards.
+class ScopedEnv {
+ public:
+  ScopedEnv(std::initializer_list<std::pair<const char*, std::string>> vars) {
+    for (auto& [k, v] : vars) {
+      const char* old = std::getenv(k);
+      saved_.emplace_back(k, old ? std::optional<std::string>(old) : std::nullopt);
+      setenv(k, v.c_str(), 1);
+    }
+  }
+  ~ScopedEnv() {
+    for (auto& [k, v] : saved_) v ? setenv(k, v->c_str(), 1) : unsetenv(k);
+  }
+
+ private:
+  std::vector<std::pair<const char*, std::optional<std::string>>> saved_;
+};
+
+int allReduceExact(Communicator& c, size_t count, const std::string& what) {
+  const int r = c.rank(), n = c.size();
+  Buffer in(DataType::kFloat32, count), out(DataType::kFloat32, count);
+  for (size_t i = 0; i < count; ++i) in.set(i, reductionInput(DataType::kFloat32, RedOp::kSum, r, i));
+  out.poison();
+  Status s = c.allReduce(in.data(), out.data(), count, DataType::kFloat32, RedOp::kSum);
+  if (!s.isOk()) std::fprintf(stderr, "rank %d: %s\n", r, s.toString().c_str());
+  TUTTI_CHILD_CHECK(s.isOk());
+  TUTTI_CHILD_CHECK(countWrong(out, 0, count, 0, what, r, [&](size_t i) {
+                      return reductionExpected(DataType::kFloat32, RedOp::kSum, n, i);
+                    }) == 0);
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("algorithmFor reports the model's choice and the call runs it", "[mp][selector]") {
+  runOnRanks(4, "shm", [&](Communicator& c) -> int {
+    auto small = c.algorithmFor(Coll::kAllReduce, 2, DataType::kFloat32);
+    auto large = c.algorithmFor(Coll::kAllReduce, 8 << 20, DataType::kFloat32);
+    TUTTI_CHILD_CHECK(small.isOk() && large.isOk());
+    TUTTI_CHILD_CHECK(small->reason == "model" && small->predictedUs > 0);
+    TUTTI_CHILD_CHECK(large->predictedUs > small->predictedUs);
+    TUTTI_CHILD_CHECK(small->algorithm != large->algorithm);  // latency vs bandwidth regime
+    TUTTI_CHILD_CHECK(!c.algorithmFor(Coll::kAllReduce, 0, DataType::kFloat32).isOk());
+    TUTTI_CHILD_CHECK(!c.algorithmFor(Coll::kBroadcast, 4, DataType::kFloat32, RedOp::kSum, 4)
+                           .isOk());
+    if (allReduceExact(c, 2, small->algorithm)) return 1;
+    if (allReduceExact(c, 2 << 20, large->algorithm)) return 1;
+    return 0;
+  });
+}
+
+TEST_CASE("NCCL_ALGO and TUTTI_ALGO narrow the choice, TUTTI_ALGO first", "[mp][selector]") {
+  ScopedEnv env{{"NCCL_ALGO", "allreduce:Ring;broadcast:^ring"},
+                {"TUTTI_ALGO", "allgather:bruck"}};
+  runOnRanks(4, "shm", [](Communicator& c) -> int {
+    auto ar = c.algorithmFor(Coll::kAllReduce, 1 << 20, DataType::kFloat32);
+    TUTTI_CHILD_CHECK(ar.isOk() && ar->algorithm == "ring");
+    TUTTI_CHILD_CHECK(ar->reason.find("NCCL_ALGO=allreduce:Ring") != std::string::npos);
+    auto bc = c.algorithmFor(Coll::kBroadcast, 1 << 20, DataType::kFloat32);
+    TUTTI_CHILD_CHECK(bc.isOk() && bc->algorithm != "chain");
+    auto ag = c.algorithmFor(Coll::kAllGather, 1 << 20, DataType::kFloat32);
+    TUTTI_CHILD_CHECK(ag.isOk() && ag->algorithm == "bruck");
+    // setAlgorithm wins over both; "" hands the choice back to them.
+    TUTTI_CHILD_CHECK(c.setAlgorithm(Coll::kAllReduce, "one_shot").isOk());
+    auto forced = c.algorithmFor(Coll::kAllReduce, 1 << 20, DataType::kFloat32);
+    TUTTI_CHILD_CHECK(forced.isOk() && forced->algorithm == "one_shot");
+    TUTTI_CHILD_CHECK(forced->reason.find("forced by setAlgorithm") != std::string::npos);
+    if (allReduceExact(c, 1001, "one_shot")) return 1;
+    TUTTI_CHILD_CHECK(c.setAlgorithm(Coll::kAllReduce, "").isOk());
+    auto back = c.algorithmFor(Coll::kAllReduce, 1 << 20, DataType::kFloat32);
+    TUTTI_CHILD_CHECK(back.isOk() && back->algorithm == "ring");
+    // Hierarchical algorithms decline without several hosts: the model takes over and says so.
+    TUTTI_CHILD_CHECK(c.setAlgorithm(Coll::kAllReduce, "hierarchical").isOk());
+    auto declined = c.algorithmFor(Coll::kAllReduce, 1 << 20, DataType::kFloat32);
+    TUTTI_CHILD_CHECK(declined.isOk() && declined->algorithm != "hierarchical");
+    TUTTI_CHILD_CHECK(declined->reason.find("declines") != std::string::npos);
+    return allReduceExact(c, 1001, declined->algorithm);
+  });
+}
+
+TEST_CASE("a topology file with 2 hosts makes hierarchical algorithms run exactly",
+          "[mp][selector]") {
+  // Two hosts of the 4-host example, two ranks on each (ranks 0 and 2 on one host: groups need
+  // not be contiguous).
+  auto t = topo::loadFile(TUTTI_SOURCE_DIR "/topology/examples/tcp-4host.json");
+  REQUIRE(t.isOk());
+  topo::Topology two = t.value();
+  two.hosts.resize(2);
+  two.ranks = {{.host = 0}, {.host = 1}, {.host = 0}, {.host = 1}};
+  const std::string path = "/tmp/tutti_topo_2host_" + std::to_string(getpid()) + ".json";
+  {
+    std::ofstream f(path);
+    f << topo::toJson(two);
+  }
+  ScopedEnv env{{"TUTTI_TOPO_FILE", path}};
+  runOnRanks(4, "shm", [](Communicator& c) -> int {
+    for (const char* name : {"hierarchical", "hierarchical_leader"}) {
+      TUTTI_CHILD_CHECK(c.setAlgorithm(Coll::kAllReduce, name).isOk());
+      auto choice = c.algorithmFor(Coll::kAllReduce, 1000003, DataType::kFloat32);
+      TUTTI_CHILD_CHECK(choice.isOk() && choice->algorithm == name && choice->predictedUs > 0);
+      for (size_t count : {size_t{1}, size_t{5}, size_t{1000003}})
+        if (allReduceExact(c, count, name)) return 1;
+    }
+    TUTTI_CHILD_CHECK(c.setAlgorithm(Coll::kAllReduce, "").isOk());
+    // Over the file's 25 us tcp between the hosts, the model goes hierarchical at some size.
+    bool hierarchical = false;
+    for (size_t count = 1; count <= (size_t{64} << 20); count *= 4) {
+      auto choice = c.algorithmFor(Coll::kAllReduce, count, DataType::kFloat32);
+      TUTTI_CHILD_CHECK(choice.isOk());
+      hierarchical |= choice->algorithm.starts_with("hierarchical");
+    }
+    TUTTI_CHILD_CHECK(hierarchical);
+    return 0;
+  });
+  std::remove(path.c_str());
+}
+
+}  // namespace tutti::test
