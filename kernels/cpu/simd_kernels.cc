@@ -248,11 +248,28 @@ struct PreMulSumV {
   }
 };
 
-// Highway 1.0.3 has no 8- or 64-bit integer multiply: prod and premulsum of those types run the
+// 8-bit integers under a multiply: Highway 1.0.3 has no 8-bit multiply, so they are widened to
+// 16-bit lanes; the low 8 bits of the 16-bit product are the 8-bit product modulo 2^8.
+template <typename T>
+struct WideLanes {
+  using D = hn::ScalableTag<int16_t>;
+  using V = hn::Vec<D>;
+  static HWY_INLINE V load(D d, const unsigned char* p) {
+    return hn::PromoteTo(d, hn::LoadU(hn::Rebind<T, D>(), reinterpret_cast<const T*>(p)));
+  }
+  static HWY_INLINE void store(D d, V v, unsigned char* p) {
+    const hn::Rebind<uint8_t, D> d8;
+    hn::StoreU(hn::DemoteTo(d8, hn::And(v, hn::Set(d, 0xFF))), d8, reinterpret_cast<uint8_t*>(p));
+  }
+};
+// The lanes of T under a multiply (prod, premulsum).
+template <typename T>
+using MulLanes = std::conditional_t<std::is_integral_v<T> && sizeof(T) == 1, WideLanes<T>, Lanes<T>>;
+
+// Highway 1.0.3 has no 64-bit integer multiply either: prod and premulsum of (u)int64 run the
 // scalar fold (which GCC may still vectorise for the target).
 template <typename T>
-constexpr bool kVectorMul =
-    !std::is_integral_v<T> || sizeof(T) == sizeof(int16_t) || sizeof(T) == sizeof(int32_t);
+constexpr bool kVectorMul = !std::is_integral_v<T> || sizeof(T) != sizeof(int64_t);
 template <typename T, class ScalarOp>
 constexpr bool kVectorOp =
     !(std::is_same_v<ScalarOp, ProdOp> || std::is_same_v<ScalarOp, PreMulSumOp<T>>) ||
@@ -263,10 +280,9 @@ constexpr bool kVectorOp =
 // Folds whole vectors of elements: 4 vectors per step while they last, then 1. Every source of
 // a step is loaded before its stores, so dst may alias any source exactly. Returns the number of
 // elements done; the caller finishes the rest with foldScalar.
-template <typename T, class Op>
+template <typename T, class L = Lanes<T>, class Op>
 HWY_INLINE size_t foldVectors(const Op& op, void* dst, const void* const* srcs, size_t nsrcs,
                               size_t count) {
-  using L = Lanes<T>;
   const typename L::D d;
   const size_t n = hn::Lanes(d);
   const size_t stride = n * sizeof(T);  // bytes of one vector's elements in memory
@@ -302,10 +318,16 @@ HWY_INLINE size_t foldVectors(const Op& op, void* dst, const void* const* srcs, 
   return i;
 }
 
+// The lanes that (T, ScalarOp) computes in.
+template <typename T, class ScalarOp>
+using OpLanes = std::conditional_t<std::is_same_v<ScalarOp, ProdOp>, MulLanes<T>, Lanes<T>>;
+
 template <typename T, class ScalarOp, class VecOp>
 void reduceNKernel(void* dst, const void* const* srcs, size_t nsrcs, size_t count) {
   size_t done = 0;
-  if constexpr (kVectorOp<T, ScalarOp>) done = foldVectors<T>(VecOp{}, dst, srcs, nsrcs, count);
+  if constexpr (kVectorOp<T, ScalarOp>) {
+    done = foldVectors<T, OpLanes<T, ScalarOp>>(VecOp{}, dst, srcs, nsrcs, count);
+  }
   foldScalar<T>(ScalarOp{}, dst, srcs, nsrcs, done, count);
 }
 
@@ -314,7 +336,9 @@ template <typename T, class ScalarOp, class VecOp>
 void reduce2Kernel(void* dst, const void* a, const void* b, size_t count) {
   const void* srcs[2] = {a, b};
   size_t done = 0;
-  if constexpr (kVectorOp<T, ScalarOp>) done = foldVectors<T>(VecOp{}, dst, srcs, 2, count);
+  if constexpr (kVectorOp<T, ScalarOp>) {
+    done = foldVectors<T, OpLanes<T, ScalarOp>>(VecOp{}, dst, srcs, 2, count);
+  }
   foldScalar<T>(ScalarOp{}, dst, srcs, 2, done, count);
 }
 
@@ -325,9 +349,11 @@ void preMulSumKernel(void* dst, const void* const* srcs, size_t nsrcs, size_t co
   const auto s = A::load(loadAt<T>(scalar, 0));
   size_t done = 0;
   if constexpr (kVectorMul<T>) {
-    const typename Lanes<T>::D d;
-    using V = hn::Vec<typename Lanes<T>::D>;
-    done = foldVectors<T>(PreMulSumV<V>{hn::Set(d, s)}, dst, srcs, nsrcs, count);
+    using L = MulLanes<T>;
+    const typename L::D d;
+    using V = hn::Vec<typename L::D>;
+    done = foldVectors<T, L>(PreMulSumV<V>{hn::Set(d, static_cast<hn::TFromD<typename L::D>>(s))},
+                             dst, srcs, nsrcs, count);
   }
   foldScalar<T>(PreMulSumOp<typename A::Compute>{s}, dst, srcs, nsrcs, done, count);
 }
