@@ -37,6 +37,9 @@ struct Row {
   double ceilingGbps;
   std::string ceiling;  ///< what the ceiling is: "a+b->c" or "cudaMemcpy d2d"
   double memcpyGbps;    ///< CPU: memcpy; CUDA: same as the ceiling
+  /// Median over iterations of (kernel GB/s / ceiling GB/s) measured back to back: steadier
+  /// than gbps / ceilingGbps on a loaded machine.
+  double medianRatio;
 };
 
 /// Names to values; an empty list selects all. False (after a message on stderr) for a bad name.

@@ -118,7 +118,8 @@ std::vector<Row> runCuda(const Options& o, std::string* why) {
         }
         const double moved = static_cast<double>(count * esize * (nsrcs + 1));
         rows.push_back({"cuda", isa, dtype, op, nsrcs, count * esize, moved / (ms * 1e-3) / 1e9,
-                        copyGbps, "cudaMemcpy d2d", copyGbps});
+                        copyGbps, "cudaMemcpy d2d", copyGbps,
+                        moved / (ms * 1e-3) / 1e9 / copyGbps});
       }
     }
   }

@@ -67,6 +67,7 @@ nlohmann::json toJson(const std::vector<Row>& rows) {
                    {"ceiling_gbps", r.ceilingGbps},
                    {"ceiling", r.ceiling},
                    {"ratio", r.ceilingGbps > 0 ? r.gbps / r.ceilingGbps : 0.0},
+                   {"median_ratio", r.medianRatio},
                    {"memcpy_gbps", r.memcpyGbps}});
   }
   return out;
@@ -74,7 +75,8 @@ nlohmann::json toJson(const std::vector<Row>& rows) {
 
 void printTable(const std::vector<Row>& rows, const Options& o) {
   std::printf("# tutti-kernel-bench: %zu bytes per buffer, best of %d; GB/s = (sources + 1) x "
-              "bytes / time (read + written)\n",
+              "bytes / time (read + written); ratio = GB/s / ceiling; median = median of the "
+              "per-iteration ratios (back-to-back runs)\n",
               o.bytes, o.iters);
   std::string lastIsa;
   for (const Row& r : rows) {
@@ -82,12 +84,13 @@ void printTable(const std::vector<Row>& rows, const Options& o) {
       lastIsa = r.backend + r.isa;
       std::printf("# %s %s: ceiling = %s; memcpy %.1f GB/s\n", r.backend.c_str(), r.isa.c_str(),
                   r.ceiling.c_str(), r.memcpyGbps);
-      std::printf("%-8s %-10s %-10s %7s %12s %9s %12s %7s\n", "backend", "dtype", "op", "sources",
-                  "bytes", "GB/s", "ceiling", "ratio");
+      std::printf("%-8s %-10s %-10s %7s %12s %9s %12s %7s %7s\n", "backend", "dtype", "op",
+                  "sources", "bytes", "GB/s", "ceiling", "ratio", "median");
     }
-    std::printf("%-8s %-10s %-10s %7zu %12zu %9.2f %12.2f %7.3f\n", r.backend.c_str(),
+    std::printf("%-8s %-10s %-10s %7zu %12zu %9.2f %12.2f %7.3f %7.3f\n", r.backend.c_str(),
                 std::string(dataTypeName(r.dtype)).c_str(), benchOpName(r.op), r.sources, r.bytes,
-                r.gbps, r.ceilingGbps, r.ceilingGbps > 0 ? r.gbps / r.ceilingGbps : 0.0);
+                r.gbps, r.ceilingGbps, r.ceilingGbps > 0 ? r.gbps / r.ceilingGbps : 0.0,
+                r.medianRatio);
   }
 }
 

@@ -57,21 +57,34 @@ struct HostBuffer {
   unsigned char* p;
 };
 
-// Best time of `iters` runs of `kernel` and of `ceiling`, interleaved.
+struct Timing {
+  double kernelS;   // best kernel time
+  double ceilingS;  // best ceiling time
+  double medianTimeRatio;  // median over iterations of ceiling time / kernel time, run back to back
+};
+
+// `iters` runs of `kernel` and of `ceiling`, interleaved. The paired median is robust to load
+// that comes and goes; the best times are what a quiet machine gives.
 template <typename K, typename C>
-std::pair<double, double> bestTimes(int iters, K&& kernel, C&& ceiling) {
-  double bestK = 1e30, bestC = 1e30;
+Timing measure(int iters, K&& kernel, C&& ceiling) {
+  Timing t{1e30, 1e30, 0};
   kernel();  // warm-up: page faults, caches, frequency
   ceiling();
+  std::vector<double> ratios;
   for (int it = 0; it < iters; ++it) {
     auto t0 = Clock::now();
     kernel();
-    bestK = std::min(bestK, secondsSince(t0));
+    const double k = secondsSince(t0);
     t0 = Clock::now();
     ceiling();
-    bestC = std::min(bestC, secondsSince(t0));
+    const double c = secondsSince(t0);
+    t.kernelS = std::min(t.kernelS, k);
+    t.ceilingS = std::min(t.ceilingS, c);
+    ratios.push_back(c / k);
   }
-  return {bestK, bestC};
+  std::sort(ratios.begin(), ratios.end());
+  t.medianTimeRatio = ratios[ratios.size() / 2];
+  return t;
 }
 
 std::vector<Row> runCpu(const Options& o, const kernels::cpu::Target& target) {
@@ -127,11 +140,12 @@ std::vector<Row> runCpu(const Options& o, const kernels::cpu::Target& target) {
             t->reduceN[row][static_cast<int>(op)](dst.p, ptrs.data(), nsrcs, count);
           }
         };
-        const auto [kS, cS] = bestTimes(o.iters, kernel, ceiling);
+        const Timing tm = measure(o.iters, kernel, ceiling);
         const double moved = static_cast<double>(count * esize * (nsrcs + 1));
-        rows.push_back({"cpu", target.name, dtype, op, nsrcs, count * esize, moved / kS / 1e9,
-                        3.0 * static_cast<double>(floatCount * sizeof(float)) / cS / 1e9,
-                        "a+b->c", memcpyGbps});
+        const double ceilingMoved = 3.0 * static_cast<double>(floatCount * sizeof(float));
+        rows.push_back({"cpu", target.name, dtype, op, nsrcs, count * esize,
+                        moved / tm.kernelS / 1e9, ceilingMoved / tm.ceilingS / 1e9, "a+b->c",
+                        memcpyGbps, tm.medianTimeRatio * moved / ceilingMoved});
       }
     }
   }
