@@ -1,7 +1,9 @@
 // File: kernels/reduce.h
-// Backend-neutral CPU reduction and copy kernels over the 12 NCCL dtypes x {sum, prod, max, min,
-// avg}. The engine looks a kernel up once per plan (reduce2Fn) and calls it on the hot path; the
-// convenience wrappers check their arguments and return a Status.
+// CPU reduction and copy kernels over the 12 NCCL dtypes x {sum, prod, max, min, avg, premulsum}:
+// SIMD through Google Highway with the instruction set chosen at run time (kernels/README.md).
+// The engine looks a kernel up once per plan (reduce2Fn) and calls it on the hot path; the
+// convenience wrappers check their arguments and return a Status. The CUDA kernels with the same
+// contracts are in kernels/cuda_reduce.h. All kernels are single-threaded and reentrant.
 #pragma once
 
 #include <cstddef>
@@ -30,18 +32,49 @@ using DivideFn = void (*)(void* buf, size_t count, int divisor);
 /// Integer products wrap modulo 2^bits; narrow floats multiply in float and round to nearest even.
 using ScaleFn = void (*)(void* dst, const void* src, size_t count, const void* scalar);
 
-/// The kernel for (dtype, op); nullptr when dtype or op is outside its enum. Thread-safe.
+/// dst[i] = srcs[0][i] op srcs[1][i] op ... op srcs[nsrcs-1][i] (left to right) for i in
+/// [0, count), nsrcs >= 1, in one pass over memory whatever nsrcs is. Narrow floats accumulate
+/// all sources in float and round to nearest even once per stored element (so N sources round
+/// once, where N-1 chained reduce2 calls round N-1 times). dst may alias any source exactly;
+/// partial overlap is not allowed. kAvg reduces as kSum. Other rules as for Reduce2Fn.
+using ReduceNFn = void (*)(void* dst, const void* const* srcs, size_t nsrcs, size_t count);
+
+/// dst[i] = srcs[0][i] * s + srcs[1][i] * s + ... (left to right; a multiply then an add, never
+/// fused) where s is the element of the same dtype at `scalar`: NCCL's premulsum
+/// (ncclRedOpCreatePreMulSum with ncclScalarHostImmediate). Narrow floats compute in float and
+/// round once per stored element; integers wrap. nsrcs >= 1; aliasing as for ReduceNFn.
+using PreMulSumFn = void (*)(void* dst, const void* const* srcs, size_t nsrcs, size_t count,
+                             const void* scalar);
+
+/// The kernel for (dtype, op); nullptr when dtype or op is outside its enum. Thread-safe. The
+/// pointers stay valid for the life of the process.
 Reduce2Fn reduce2Fn(DataType dtype, RedOp op);
+ReduceNFn reduceNFn(DataType dtype, RedOp op);
+PreMulSumFn preMulSumFn(DataType dtype);
 DivideFn divideFn(DataType dtype);
 ScaleFn scaleFn(DataType dtype);
+
+/// The instruction set the CPU kernels run with ("AVX3" = AVX-512, "AVX2", "SSE4", "EMU128" or
+/// "SCALAR"; Highway's target names), chosen once per process: the best this CPU supports unless
+/// TUTTI_CPU_TARGET names another. For logs and benchmarks.
+const char* cpuTargetName();
 
 /// Checked wrappers. InvalidArgument (naming the argument) for an invalid dtype/op, a null
 /// pointer with count > 0. No side effect on error.
 Status reduce2(void* dst, const void* a, const void* b, size_t count, DataType dtype, RedOp op);
-/// dst = srcs[0] op srcs[1] op ... (left to right); srcs.size() >= 1; dst may alias srcs[0].
-/// One source copies it. Sources beyond the first must not alias dst.
+/// dst = srcs[0] op srcs[1] op ... (left to right, one pass: reduceNFn); srcs.size() >= 1; dst
+/// may alias any source exactly. One source copies it. InvalidArgument (naming the argument) for
+/// an invalid dtype/op, empty srcs, a null pointer with count > 0, or a source partially
+/// overlapping dst. No side effect on error.
 Status reduce(void* dst, std::span<const void* const> srcs, size_t count, DataType dtype,
               RedOp op);
+/// Checked preMulSumFn: dst = sum over k of srcs[k] * (*scalar). Errors as for reduce, plus a
+/// null scalar with count > 0.
+Status preMulSum(void* dst, std::span<const void* const> srcs, size_t count, DataType dtype,
+                 const void* scalar);
+/// dst = src, count elements of dtype (memmove: any overlap is fine). InvalidArgument for an
+/// invalid dtype or a null pointer with count > 0.
+Status copy(void* dst, const void* src, size_t count, DataType dtype);
 Status divide(void* buf, size_t count, DataType dtype, int divisor);
 /// Checked scaleFn: InvalidArgument for an invalid dtype, a null dst/src/scalar with count > 0, or
 /// src partially overlapping dst.
