@@ -91,9 +91,15 @@ Status CommImpl::initSelection() {
   return Status::ok();
 }
 
-Result<algo::Decision> CommImpl::decide(const algo::CollShape& shape, const char* api) {
+Result<algo::Decision> CommImpl::decide(const algo::CollShape& callShape, const char* api) {
+  // Every rank must pick the same algorithm, so the choice may depend only on what all ranks
+  // pass alike. Ranks may differ in being in place (NCCL allows it, and a non-root rank of a
+  // rooted call has no meaningful in-place flag), so the choice is made for rank 0 out of place.
+  algo::CollShape shape = callShape;
+  shape.rank = 0;
+  shape.inPlace = false;
   const DecisionKey key{static_cast<int>(shape.coll), shape.count, static_cast<int>(shape.dtype),
-                        static_cast<int>(shape.op), shape.root, shape.inPlace};
+                        static_cast<int>(shape.op), shape.root, false};
   std::lock_guard<std::mutex> lock(decisionMu_);
   if (auto it = decisions_.find(key); it != decisions_.end()) return it->second;
   algo::SelectOptions opts;

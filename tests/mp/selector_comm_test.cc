@@ -67,6 +67,37 @@ TEST_CASE("algorithmFor reports the model's choice and the call runs it", "[mp][
   });
 }
 
+TEST_CASE("ranks that differ in being in place still pick the same algorithm", "[mp][selector]") {
+  // NCCL lets each rank choose in place or not; the choice of algorithm must not depend on it,
+  // or ranks would run different schedules and hang. Sizes around the model's broadcast and
+  // allreduce switch points; only even ranks run in place.
+  ScopedEnv env{{"TUTTI_TIMEOUT", "20"}};
+  runOnRanks(3, "shm", [&](Communicator& c) -> int {
+    const int r = c.rank(), n = c.size();
+    for (size_t count : {size_t{4096}, size_t{32768}, size_t{262144}, size_t{2} << 20}) {
+      const bool inPlace = r % 2 == 0;
+      Buffer in(DataType::kFloat32, count), out(DataType::kFloat32, count);
+      for (size_t i = 0; i < count; ++i)
+        in.set(i, reductionInput(DataType::kFloat32, RedOp::kSum, r, i));
+      Buffer& dst = inPlace ? in : out;
+      Status s = c.allReduce(in.data(), dst.data(), count, DataType::kFloat32, RedOp::kSum);
+      TUTTI_CHILD_CHECK(s.isOk());
+      TUTTI_CHILD_CHECK(countWrong(dst, 0, count, 0, "allreduce", r, [&](size_t i) {
+                          return reductionExpected(DataType::kFloat32, RedOp::kSum, n, i);
+                        }) == 0);
+      Buffer b(DataType::kInt8, count), bout(DataType::kInt8, count);
+      for (size_t i = 0; i < count; ++i) b.set(i, r == 0 ? static_cast<double>(i % 101) : -1.0);
+      Buffer& bdst = inPlace ? b : bout;
+      s = c.broadcast(b.data(), bdst.data(), count, DataType::kInt8, 0);
+      TUTTI_CHILD_CHECK(s.isOk());
+      TUTTI_CHILD_CHECK(countWrong(bdst, 0, count, 0, "broadcast", r, [&](size_t i) {
+                          return static_cast<double>(i % 101);
+                        }) == 0);
+    }
+    return 0;
+  });
+}
+
 TEST_CASE("NCCL_ALGO and TUTTI_ALGO narrow the choice, TUTTI_ALGO first", "[mp][selector]") {
   ScopedEnv env{{"NCCL_ALGO", "allreduce:Ring;broadcast:^ring"},
                 {"TUTTI_ALGO", "allgather:bruck"}};
