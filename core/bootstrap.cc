@@ -269,7 +269,12 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::join(const IdData& id, int rank, i
   TUTTI_TRY_ASSIGN(std::vector<net::SockAddr> table,
                    parseAddressTable(wire::asBytes(reply.value()), nranks));
   root.reset();
-  if (nranks == 1) return b;
+  b->table_ = table;
+  b->secret_ = id.secret;
+  if (nranks == 1) {
+    b->listen_ = std::move(listen);
+    return b;
+  }
 
   const int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
   TUTTI_TRY_ASSIGN(b->next_, net::connectTo(table[next], deadline,
@@ -299,6 +304,7 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::join(const IdData& id, int rank, i
     return Status(st.code(), fmt::format("{}: waiting for rank {} to connect: {}", who, prev,
                                          st.message()));
   TUTTI_LOG_INFO(Subsys::kBootstrap, "{}: ring connected (next {}, prev {})", who, next, prev);
+  b->listen_ = std::move(listen);
   return b;
 }
 
@@ -323,6 +329,73 @@ Result<std::vector<std::string>> Bootstrap::allGather(const std::string& mine) {
 Status Bootstrap::barrier() {
   auto r = allGather(std::string(1, 'b'));
   return r.status();
+}
+
+// ---- point-to-point messages ----
+
+Status Bootstrap::sendTo(int peer, uint64_t tag, const std::string& body,
+                         std::chrono::milliseconds timeout) {
+  if (peer < 0 || peer >= nranks_ || peer == rank_)
+    return invalidArgument("bootstrap sendTo: peer {} is not another rank of [0, {})", peer,
+                           nranks_);
+  if (body.size() > kMaxP2pBytes)
+    return invalidArgument("bootstrap sendTo: {} bytes (at most {})", body.size(), kMaxP2pBytes);
+  const auto deadline = net::deadlineAfter(timeout);
+  const std::string what = fmt::format("bootstrap message (tag {:#x}) from rank {} to rank {} at {}",
+                                       tag, rank_, peer, table_[peer].toString());
+  TUTTI_TRY_ASSIGN(net::Fd fd, net::connectTo(table_[peer], deadline, what));
+  P2pHello h{kP2pMagic, secret_, tag, rank_, static_cast<uint32_t>(body.size())};
+  std::string msg = podBytes(h) + body;
+  // The kernel holds it until the receiver accepts: the sender does not wait for the receiver.
+  return net::sendAll(fd.get(), msg.data(), msg.size(), deadline, what);
+}
+
+Result<std::string> Bootstrap::recvFrom(int peer, uint64_t tag, std::chrono::milliseconds timeout) {
+  if (peer < 0 || peer >= nranks_ || peer == rank_)
+    return invalidArgument("bootstrap recvFrom: peer {} is not another rank of [0, {})", peer,
+                           nranks_);
+  std::lock_guard<std::mutex> lock(p2pMu_);
+  if (auto it = stash_.find({peer, tag}); it != stash_.end()) {
+    std::string body = std::move(it->second);
+    stash_.erase(it);
+    return body;
+  }
+  if (!listen_.valid()) return invalidUsage("bootstrap recvFrom: no listener");
+  std::string result;
+  Rejects reject{fmt::format("rank {}'s bootstrap listener", rank_)};
+  Status st = acceptHellos(
+      listen_.get(), sizeof(P2pHello), net::deadlineAfter(timeout), reject,
+      [&](net::Fd fd, std::span<const std::byte> bytes, const std::string& from) {
+        auto h = parseP2pHello(bytes, nranks_);
+        if (!h.isOk()) {
+          reject(from, h.status().message());
+          return false;
+        }
+        if ((h->secret ^ secret_) != 0) {
+          reject(from, fmt::format("a message claiming rank {} with a wrong secret", h->from));
+          return false;
+        }
+        std::string body(h->bytes, '\0');
+        const auto by = net::deadlineAfter(std::chrono::seconds(5));
+        Status s = net::recvAll(fd.get(), body.data(), body.size(), by, "bootstrap message");
+        if (!s.isOk()) {
+          reject(from, s.message());
+          return false;
+        }
+        if (h->from == peer && h->tag == tag) {
+          result = std::move(body);
+          return true;
+        }
+        if (stash_.size() < 64) stash_[{h->from, h->tag}] = std::move(body);
+        else reject(from, "too many unexpected messages are kept");
+        return false;
+      });
+  if (!st.isOk())
+    return Status(st.code(),
+                  fmt::format("bootstrap (rank {}/{}): waiting for a message (tag {:#x}) from "
+                              "rank {}: {}",
+                              rank_, nranks_, tag, peer, st.message()));
+  return result;
 }
 
 // ---- failure notices ----

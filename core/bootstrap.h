@@ -7,6 +7,7 @@
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -53,6 +54,18 @@ class Bootstrap {
   /// Returns when every rank has entered. Collective.
   Status barrier();
 
+  /// Point-to-point messages that need no other rank: each goes over a fresh connection to the
+  /// receiver's bootstrap listener (kept open for the communicator's life; the address came from
+  /// the root's table), authenticated by the id's secret. They work after another rank died or a
+  /// collective failed, which is what ncclCommShrink needs. `tag` tells messages apart; a message
+  /// that arrives before its recvFrom is kept (at most 64). Thread-safe (one mutex), independent
+  /// of allGather/barrier/notices. The body is at most wire::kMaxP2pBytes (InvalidArgument).
+  /// sendTo: connects (retrying until `timeout`), sends, closes; it does not wait for the
+  /// receiver to call recvFrom. Timeout/RemoteError naming the peer.
+  Status sendTo(int peer, uint64_t tag, const std::string& body, std::chrono::milliseconds timeout);
+  /// recvFrom: the body of the message (from `peer`, `tag`); Timeout after `timeout` naming them.
+  Result<std::string> recvFrom(int peer, uint64_t tag, std::chrono::milliseconds timeout);
+
   /// After init: tells both ring neighbours, once and without blocking more than 200 ms, that this
   /// communicator failed (they forward it), so that ranks that do not talk to the failed one learn
   /// why. Safe from any thread; must not run concurrently with allGather/barrier.
@@ -66,6 +79,11 @@ class Bootstrap {
   std::chrono::milliseconds timeout_{0};
   net::SockAddr localAddr_;
   net::Fd next_, prev_;
+  net::Fd listen_;                   // the ring listener, kept for point-to-point messages
+  std::vector<net::SockAddr> table_;  // every rank's listener
+  uint64_t secret_ = 0;
+  std::mutex p2pMu_;
+  std::map<std::pair<int, uint64_t>, std::string> stash_;  // (from, tag) -> body
   std::mutex noticeMu_;
   bool noticeSent_ = false;
   bool ringOpen_[2] = {true, true};  // next_, prev_ still watched for notices

@@ -92,6 +92,19 @@ Result<RingHello> parseRingHello(std::span<const std::byte> bytes) {
   return h;
 }
 
+Result<P2pHello> parseP2pHello(std::span<const std::byte> bytes, int nranks) {
+  TUTTI_TRY_ASSIGN(P2pHello h, podFrom<P2pHello>(bytes, "point-to-point hello"));
+  if (h.magic != kP2pMagic)
+    return invalidArgument("bootstrap: not a tutti point-to-point hello (magic={:#x})", h.magic);
+  if (h.from < 0 || h.from >= nranks)
+    return invalidArgument("bootstrap: point-to-point hello from rank {} outside [0, {})", h.from,
+                           nranks);
+  if (h.bytes > kMaxP2pBytes)
+    return invalidArgument("bootstrap: point-to-point hello announces {} bytes (at most {})",
+                           h.bytes, kMaxP2pBytes);
+  return h;
+}
+
 Result<std::vector<net::SockAddr>> parseAddressTable(std::span<const std::byte> bytes,
                                                      int nranks) {
   if (bytes.empty()) return invalidArgument("bootstrap: empty reply from the root");

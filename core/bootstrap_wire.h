@@ -22,6 +22,8 @@ inline constexpr uint64_t kIdMagic = 0x3144495454555431ull;     // "1TUTTID1"
 inline constexpr uint64_t kHelloMagic = 0x4f4c4c4548545431ull;  // hello to the root
 inline constexpr uint64_t kRingMagic = 0x474e495254545431ull;   // ring handshake
 inline constexpr uint32_t kNoticeMagic = 0x544f4e54u;           // "TNOT": failure notice
+inline constexpr uint64_t kP2pMagic = 0x5032505454545431ull;    // point-to-point message
+inline constexpr uint32_t kMaxP2pBytes = 1u << 16;              // body of one such message
 inline constexpr size_t kMaxNoticeBytes = 4096;
 /// The largest rank count a hello may announce (bounds the root's table).
 inline constexpr int32_t kMaxRanks = 1 << 22;
@@ -57,12 +59,25 @@ struct RingHello {
   int32_t rank;
 };
 
+/// What precedes a point-to-point message (Bootstrap::sendTo) on a fresh connection to the
+/// receiver's bootstrap listener; `bytes` body bytes follow.
+struct P2pHello {
+  uint64_t magic;
+  uint64_t secret;
+  uint64_t tag;
+  int32_t from;
+  uint32_t bytes;
+};
+
 /// The id's bytes (128) -> content. InvalidArgument for a wrong magic or address family.
 Result<IdLayout> parseId(std::span<const std::byte> bytes);
 /// A complete hello: exact size and magic (the secret is compared by the caller); nranks in
 /// [1, kMaxRanks], rank in [0, nranks), a valid ring address. InvalidArgument otherwise.
 Result<Hello> parseHello(std::span<const std::byte> bytes);
 Result<RingHello> parseRingHello(std::span<const std::byte> bytes);
+/// A complete P2pHello: exact size and magic, `from` in [0, nranks), at most kMaxP2pBytes body
+/// bytes announced (the secret is compared by the caller). InvalidArgument otherwise.
+Result<P2pHello> parseP2pHello(std::span<const std::byte> bytes, int nranks);
 /// The root's reply: 'T' + nranks packed addresses, or 'E' + an error text (returned as
 /// InvalidUsage/Timeout carrying the text). InvalidArgument for anything else.
 Result<std::vector<net::SockAddr>> parseAddressTable(std::span<const std::byte> bytes, int nranks);

@@ -80,6 +80,8 @@ class CommImpl final : public ExecHooks, public hang::Source {
 
   void abort();
   Status asyncError() const;
+  /// The bootstrap (its point-to-point messages work after a failure: ncclCommShrink).
+  bootstrap::Bootstrap& bootstrapRing() { return *boot_; }
   Status setAlgorithm(Coll coll, const std::string& name);
   Result<std::string> loadSchedule(const std::string& path);
   /// The selector's decision for a call of this shape (cached; core/selection.cc).

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "core/bootstrap.h"
+#include "core/comm.h"
 #include "core/config.h"
 #include "core/env.h"
 #include "core/launcher_env.h"
@@ -223,26 +224,70 @@ Status doSplit(CommState& parent, int color, int key, CommState* child) {
   return joinComm(*child, id);
 }
 
-// Survivors only: the lowest surviving rank hosts a root and sends its id to the others over the
-// parent's connections (which must still work between survivors).
-Status doShrink(CommState& parent, std::vector<int> survivors, CommState* child, int flags) {
-  TUTTI_TRY(checkUsable(parent, "ncclCommShrink"));
-  UniqueId id;
-  const int leader = survivors.front();
-  if (parent.rank == leader) {
-    TUTTI_TRY_ASSIGN(id, freshId(allLocal(parent)));
-    for (int r : survivors)
-      if (r != leader) TUTTI_TRY(parent.comm.send(id.bytes.data(), 128, DataType::kUint8, r));
-  } else {
-    TUTTI_TRY(parent.comm.recv(id.bytes.data(), 128, DataType::kUint8, leader));
-  }
-  if (flags & NCCL_SHRINK_ABORT) {
+// Survivors only, and without the parent's data connections or its bootstrap ring, both of which
+// may run through a dead rank: the lowest survivor hosts a fresh root and sends its id to each
+// other survivor as a bootstrap point-to-point message (a fresh connection to that survivor's
+// bootstrap listener, core/bootstrap.h). The excluded ranks are never contacted, so this works on
+// a parent whose collectives failed because a rank died. The message carries the survivor list:
+// ranks that disagree on excludeRanksList fail instead of building different communicators.
+// `seq` (the parent's shrink count) tells the messages of successive shrinks apart.
+Status doShrink(CommState& parent, std::vector<int> survivors, CommState* child, int flags,
+                uint64_t seq) {
+  if (parent.aborted.load())
+    return invalidUsage("ncclCommShrink: the parent communicator was aborted");
+  if (!parent.ready.load())
+    return invalidUsage("ncclCommShrink: the parent communicator's init did not complete");
+  if (flags & NCCL_SHRINK_ABORT) {  // its pending operations end first, as in NCCL
     parent.aborted.store(true);
     parent.comm.abort();
+  }
+  bootstrap::Bootstrap& boot = parent.comm.impl()->bootstrapRing();
+  const uint64_t tag = 0x5348524b00000000ull | (seq & 0xffffffffull);  // "SHRK"
+  std::string list;
+  for (int r : survivors) list += fmt::format("{},", r);
+  const int leader = survivors.front();
+  const auto timeout = bootstrapTimeout();
+  UniqueId id;
+  if (parent.rank == leader) {
+    auto fresh = freshId(allLocal(parent));
+    // The others are told either way, so that none waits for an id that will not come.
+    const std::string body = fresh.isOk()
+                                 ? "I" + std::string(reinterpret_cast<const char*>(fresh->bytes.data()),
+                                                     fresh->bytes.size()) + list
+                                 : "E" + fresh.status().message();
+    Status sent;
+    for (int r : survivors)
+      if (r != leader && sent.isOk()) sent = boot.sendTo(r, tag, body, timeout);
+    TUTTI_TRY(fresh.status());
+    if (!sent.isOk())
+      return Status(sent.code(), "ncclCommShrink: sending the new id: " + sent.message());
+    id = fresh.value();
+  } else {
+    auto got = boot.recvFrom(leader, tag, timeout);
+    if (!got.isOk())
+      return Status(got.status().code(),
+                    fmt::format("ncclCommShrink: waiting for the new id from rank {} (the lowest "
+                                "surviving rank): {}",
+                                leader, got.status().message()));
+    const std::string& body = got.value();
+    if (body.empty() || (body[0] != 'I' && body[0] != 'E') ||
+        (body[0] == 'I' && body.size() < 1 + id.bytes.size()))
+      return remoteError("ncclCommShrink: malformed id message from rank {}", leader);
+    if (body[0] == 'E')
+      return remoteError("ncclCommShrink: rank {} could not create the new communicator's id: {}",
+                         leader, body.substr(1));
+    std::memcpy(id.bytes.data(), body.data() + 1, id.bytes.size());
+    const std::string theirs = body.substr(1 + id.bytes.size());
+    if (theirs != list)
+      return invalidUsage("ncclCommShrink: rank {} keeps ranks {{{}}} but rank {} keeps {{{}}}: "
+                          "every survivor must pass the same excludeRanksList",
+                          parent.rank, list, leader, theirs);
   }
   child->nranks = static_cast<int>(survivors.size());
   child->rank = static_cast<int>(std::find(survivors.begin(), survivors.end(), parent.rank) -
                                  survivors.begin());
+  TUTTI_LOG_INFO(Subsys::kInit, "ncclCommShrink: rank {} -> rank {} of {} (survivors {})",
+                 parent.rank, child->rank, child->nranks, list);
   return joinComm(*child, id);
 }
 
@@ -487,8 +532,9 @@ NCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int* excludeRanksList,
   PendingOp op;
   op.kind = PendingOp::Kind::kTask;
   op.api = "ncclCommShrink";
-  op.task = [p = parent.get(), c = child, survivors, shrinkFlags] {
-    return doShrink(*p, survivors, c.get(), shrinkFlags);
+  op.task = [p = parent.get(), c = child, survivors, shrinkFlags,
+             seq = parent->shrinks.fetch_add(1)] {
+    return doShrink(*p, survivors, c.get(), shrinkFlags, seq);
   };
   const bool deferred = inGroup() || !parent->config.blocking;
   ncclResult_t r = submit(parent, std::move(op));

@@ -92,6 +92,7 @@ struct CommState {
   std::atomic<bool> revoked{false};
   std::atomic<bool> suspended{false};
   std::atomic<int> activeCalls{0};  ///< API calls inside this communicator right now
+  std::atomic<uint64_t> shrinks{0};  ///< ncclCommShrink calls on this (parent) communicator
 
   mutable std::mutex mu;  // guards everything below
   Status asyncStatus;     ///< first error of init or of a worker task

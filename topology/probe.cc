@@ -143,7 +143,8 @@ void probePci(hwloc_topology_t topo, Host& h) {
 
 Result<Topology> probe() {
   hwloc_topology_t raw = nullptr;
-  if (hwloc_topology_init(&raw) != 0) return systemError("hwloc_topology_init failed");
+  if (hwloc_topology_init(&raw) != 0)
+    return systemError("hwloc_topology_init failed: {}", errnoString(errno));
   std::unique_ptr<hwloc_topology, void (*)(hwloc_topology_t)> topo(raw, hwloc_topology_destroy);
   hwloc_topology_set_io_types_filter(raw, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
   hwloc_topology_set_icache_types_filter(raw, HWLOC_TYPE_FILTER_KEEP_ALL);
