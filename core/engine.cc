@@ -51,6 +51,13 @@ struct Forward {
   size_t forwarded = 0;
 };
 
+// Forwarding steps of the running plan, kept per thread with their vectors' capacity so that a
+// repeated call allocates nothing (a thread runs one plan at a time).
+std::vector<Forward>& forwardPool() {
+  thread_local std::vector<Forward> pool;
+  return pool;
+}
+
 class RoundRunner {
  public:
   RoundRunner(Plan& plan, const void* input, void* output, std::byte* scratch, ExecContext& ctx,
@@ -63,7 +70,6 @@ class RoundRunner {
 
   Status run() {
     const auto& rounds = plan_.schedule.rounds;
-    start_ = Clock::now();
     for (size_t r = 0; r < rounds.size(); ++r) {
       round_ = r;
       TUTTI_TRY(postRound(rounds[r]));
@@ -110,7 +116,7 @@ class RoundRunner {
 
   Status postRound(const std::vector<algo::Step>& steps) {
     using algo::Op;
-    forwards_.clear();
+    nForwards_ = 0;
     busy_.clear();
     for (const algo::Step& st : steps) {
       if (st.count == 0) continue;
@@ -139,11 +145,17 @@ class RoundRunner {
           break;
         case Op::kRecvReduceSend:
         case Op::kRecvCopySend: {
-          Forward f{ctx_.conns[st.peer], ctx_.conns[st.sendPeer], {}, {}, 0};
+          if (!forwards_) forwards_ = &forwardPool();  // thread-local: looked up only when used
+          if (nForwards_ == forwards_->size()) forwards_->emplace_back();
+          Forward& f = (*forwards_)[nForwards_++];
+          f.in = ctx_.conns[st.peer];
+          f.out = ctx_.conns[st.sendPeer];
+          f.recvSeq.clear();
+          f.slices.clear();
+          f.forwarded = 0;
           const std::byte* src = st.op == Op::kRecvReduceSend ? ptr(st.src, st.srcOffset) : nullptr;
           postRecvs(st.peer, ptr(st.dst, st.dstOffset), src, bytes, &f.recvSeq, &f.slices);
           touch(st.sendPeer);
-          forwards_.push_back(std::move(f));
           break;
         }
       }
@@ -155,7 +167,7 @@ class RoundRunner {
   Status drive() {
     int idle = 0;
     uint64_t lastMoved = moved();
-    auto lastCheck = Clock::now();
+    Clock::time_point lastCheck{};  // read the clock only once waiting starts (see sleepWait)
     for (;;) {
       bool done = true;
       for (int peer : busy_) {
@@ -163,7 +175,8 @@ class RoundRunner {
         Status s = c->progress();
         if (!s.isOk()) return wrap(s);
       }
-      for (Forward& f : forwards_) {
+      for (size_t i = 0; i < nForwards_; ++i) {
+        Forward& f = (*forwards_)[i];
         while (f.forwarded < f.slices.size() && f.in->recvsDone() >= f.recvSeq[f.forwarded]) {
           f.out->postSend(f.slices[f.forwarded].first, f.slices[f.forwarded].second);
           ++f.forwarded;
@@ -207,7 +220,11 @@ class RoundRunner {
   Status sleepWait(Clock::time_point& lastCheck) {
     if (ctx_.abort && ctx_.abort->load(std::memory_order_relaxed))
       return invalidUsage("{}: aborted (rank {}, round {})", what(), ctx_.rank, round_);
+    // The clock is read only here, so a call that never waits never reads it: the timeout counts
+    // from the call's first sleep, and peers are checked every 100 ms of a round's waiting.
     const auto now = Clock::now();
+    if (start_ == Clock::time_point{}) start_ = now;
+    if (lastCheck == Clock::time_point{}) lastCheck = now;
     if (now - lastCheck > std::chrono::milliseconds(100)) {
       lastCheck = now;
       for (int peer : busy_) {
@@ -280,9 +297,10 @@ class RoundRunner {
   uint64_t seq_;
   std::byte* bases_[3];
   std::vector<int>& busy_;  // ctx_.busyPeers
-  std::vector<Forward> forwards_;
+  std::vector<Forward>* forwards_ = nullptr;  // forwardPool(); the first nForwards_ are this round's
+  size_t nForwards_ = 0;
   size_t round_ = 0;
-  Clock::time_point start_;
+  Clock::time_point start_{};  // the call's first sleep (unset while it never waited)
 };
 
 }  // namespace

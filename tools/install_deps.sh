@@ -4,7 +4,9 @@
 set -euo pipefail
 
 packages=(build-essential cmake pkg-config libspdlog-dev libfmt-dev libhwloc-dev catch2
-          libcli11-dev libhwy-dev nlohmann-json3-dev libibverbs-dev "$@")
+          libcli11-dev libhwy-dev nlohmann-json3-dev libibverbs-dev
+          gnuplot-nox  # bench/compare_peers.sh plots
+          "$@")
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

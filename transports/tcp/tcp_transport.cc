@@ -1,9 +1,13 @@
 // File: transports/tcp/tcp_transport.cc
 // The tcp transport. Pairing is deadlock-free by construction: the lower rank of a pair dials and
 // never waits for the higher rank's application (the kernel completes the TCP handshake from the
-// listen backlog and buffers our 24-byte hello), the higher rank accepts and stashes hellos from
-// other lower ranks until their connect() comes. Data: sendmsg/recvmsg straight from/to the user
-// buffers; reducing receives go through a per-connection staging buffer, whole elements only.
+// listen backlog and buffers our 32-byte hello), the higher rank accepts and stashes hellos from
+// other lower ranks until their connect() comes. Each pair has TUTTI_SOCKET_NSOCKS sockets (the
+// hello names which one it is); messages of at least TUTTI_SOCKET_STRIPE_BYTES go round-robin over
+// them, smaller ones use the first. Data: sendmsg/recvmsg straight from/to the user buffers,
+// several queued messages per call; reducing receives go through a per-socket staging buffer,
+// whole elements only. Waiting is the engine's: it spins on progress() (non-blocking calls), then
+// polls the socket, or an epoll set of the pair's sockets when there are several.
 //
 // Why connect() in increasing rank order cannot deadlock: rank r first accepts from every p < r,
 // then dials every q > r. Dials never block on a peer's progress, so rank 0 finishes. Assume
@@ -17,6 +21,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -44,12 +49,19 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+TUTTI_PARAM_INT(kNsocks, "TUTTI_SOCKET_NSOCKS", nullptr, "NET", 2,
+                "TCP sockets per pair of ranks; messages of at least TUTTI_SOCKET_STRIPE_BYTES go "
+                "round-robin over them (1..16, same value on every rank)");
+TUTTI_PARAM_INT(kStripeBytes, "TUTTI_SOCKET_STRIPE_BYTES", nullptr, "NET", 64 << 10,
+                "smallest message that may use a pair's second and later sockets");
+
 constexpr uint64_t kHelloMagic = 0x7475747469746370ull;  // "tuttitcp"
 constexpr uint32_t kBlobMagic = 0x74637031u;             // "tcp1"
 constexpr int kListenBacklog = 4096;                     // the kernel caps it at somaxconn
 constexpr size_t kStagingBytes = 256 * 1024;
 constexpr int kMaxIov = 64;
 constexpr int kMaxBackoffMs = 100;
+constexpr int kMaxStreams = 16;
 constexpr int64_t kMaxConnectTimeoutMs = int64_t{30} * 24 * 3600 * 1000;  // no clock overflow
 
 /// The first bytes a dialling rank writes on a new socket.
@@ -58,14 +70,17 @@ struct Hello {
   uint64_t secret;
   int32_t srcRank;
   int32_t dstRank;
+  int32_t stream;    ///< which of the pair's sockets this is, in [0, nstreams)
+  int32_t nstreams;
 };
-static_assert(sizeof(Hello) == 24 && std::is_trivially_copyable_v<Hello>);
+static_assert(sizeof(Hello) == 32 && std::is_trivially_copyable_v<Hello>);
 
 /// The address blob exchanged through the bootstrap: a POD copied with memcpy.
 struct AddrBlob {
   uint32_t magic;
   uint32_t addrLen;
   sockaddr_storage addr;
+  uint32_t nstreams;  ///< sockets per peer pair (TUTTI_SOCKET_NSOCKS); must match on both sides
 };
 static_assert(std::is_trivially_copyable_v<AddrBlob>);
 
@@ -182,9 +197,9 @@ bool isRetryableConnectError(int err) {
 }
 
 /// Writes the hello on a freshly connected socket, waiting for buffer space until `deadline`.
-Status sendHello(int fd, const Context& ctx, int peer, const std::string& addr,
-                 Clock::time_point deadline) {
-  const Hello hello{kHelloMagic, ctx.secret, ctx.rank, peer};
+Status sendHello(int fd, const Context& ctx, int peer, int stream, int nstreams,
+                 const std::string& addr, Clock::time_point deadline) {
+  const Hello hello{kHelloMagic, ctx.secret, ctx.rank, peer, stream, nstreams};
   const auto* p = reinterpret_cast<const char*>(&hello);
   size_t done = 0;
   while (done < sizeof(hello)) {
@@ -208,7 +223,7 @@ Status sendHello(int fd, const Context& ctx, int peer, const std::string& addr,
 
 /// Connects to the peer's listener, retrying refused/unreachable attempts with exponential
 /// backoff (1 ms .. 100 ms) until `deadline`, then sends the hello.
-Result<UniqueFd> dialPeer(const Context& ctx, int peer, const AddrBlob& blob,
+Result<UniqueFd> dialPeer(const Context& ctx, int peer, int stream, const AddrBlob& blob,
                           Clock::time_point deadline) {
   const auto* sa = reinterpret_cast<const sockaddr*>(&blob.addr);
   const std::string addr = formatAddr(sa);
@@ -233,7 +248,8 @@ Result<UniqueFd> dialPeer(const Context& ctx, int peer, const AddrBlob& blob,
       }
     }
     if (err == 0) {
-      TUTTI_TRY(sendHello(fd.get(), ctx, peer, addr, deadline));
+      TUTTI_TRY(sendHello(fd.get(), ctx, peer, stream, static_cast<int>(blob.nstreams), addr,
+                          deadline));
       return fd;
     }
     if (!isRetryableConnectError(err)) {
@@ -252,101 +268,81 @@ Result<UniqueFd> dialPeer(const Context& ctx, int peer, const AddrBlob& blob,
 }
 
 // ---------------------------------------------------------------------------------------------
-// The connection: queued sends and receives over one byte stream.
+// The connection: queued sends and receives over one or more byte streams (sockets).
 
-class TcpConnection final : public Connection {
+// A FIFO that keeps its capacity: a repeated call pushes and pops without allocating.
+template <typename T>
+class Fifo {
  public:
-  TcpConnection(UniqueFd fd, int rank, int peer, std::string peerHost)
-      : fd_(std::move(fd)), rank_(rank), peer_(peer), peerHost_(std::move(peerHost)) {}
-
-  uint64_t postSend(const void* src, size_t bytes) override {
-    if (bytes == 0 && sends_.empty()) {
-      ++sendsDone_;
-    } else {
-      sends_.push_back(SendOp{static_cast<const std::byte*>(src), bytes, 0});
+  bool empty() const { return head_ == items_.size(); }
+  size_t size() const { return items_.size() - head_; }
+  T& front() { return items_[head_]; }
+  T& operator[](size_t i) { return items_[head_ + i]; }
+  const T& operator[](size_t i) const { return items_[head_ + i]; }
+  void push(const T& v) { items_.push_back(v); }
+  void pop() {
+    if (++head_ == items_.size()) {
+      items_.clear();
+      head_ = 0;
     }
-    return ++sendsPosted_;
   }
 
-  uint64_t postRecv(const RecvSpec& spec) override {
-    const size_t elem = std::max<size_t>(spec.elemBytes, 1);
-    if (isReducing(spec) && spec.bytes % elem != 0 && error_.isOk()) {
-      error_ = invalidArgument(
-          "tcp: reducing receive of {} bytes is not a multiple of the element size {} (rank={}, "
-          "peer={})",
-          spec.bytes, elem, rank_, peer_);
-    }
-    if (spec.bytes == 0 && recvs_.empty()) {
-      ++recvsDone_;
-    } else {
-      recvs_.push_back(RecvOp{spec, 0});
-    }
-    return ++recvsPosted_;
-  }
+ private:
+  std::vector<T> items_;
+  size_t head_ = 0;
+};
 
-  Status progress() override {
-    if (!error_.isOk()) return error_;
-    Status s = progressSends();
-    if (s.isOk()) s = progressRecvs();
-    if (!s.isOk()) error_ = s;
-    return s;
-  }
+/// Who a stream belongs to, for messages.
+struct PeerTag {
+  int rank;
+  int peer;
+  std::string peerHost;
+};
 
-  uint64_t sendsDone() const override { return sendsDone_; }
-  uint64_t recvsDone() const override { return recvsDone_; }
-  int pollFd() const override { return fd_.get(); }
+/// One socket: queued sends and receives in order, no per-message header.
+class Stream {
+ public:
+  Stream(UniqueFd fd, const PeerTag* tag, int index) : fd_(std::move(fd)), tag_(tag), index_(index) {}
+
+  void postSend(const std::byte* src, size_t bytes) {
+    if (bytes == 0 && sends_.empty()) ++sendsDone_;
+    else sends_.push(SendOp{src, bytes, 0});
+    ++sendsPosted_;
+  }
+  void postRecv(const RecvSpec& spec) {
+    if (spec.bytes == 0 && recvs_.empty()) ++recvsDone_;
+    else recvs_.push(RecvOp{spec, 0});
+    ++recvsPosted_;
+  }
+  uint64_t sendsPosted() const { return sendsPosted_; }
+  uint64_t recvsPosted() const { return recvsPosted_; }
+  uint64_t sendsDone() const { return sendsDone_; }
+  uint64_t recvsDone() const { return recvsDone_; }
+  bool sendsPending() const { return !sends_.empty(); }
+  bool recvsPending() const { return !recvs_.empty(); }
+  int fd() const { return fd_.get(); }
   // POLLIN only while a receive is pending (or nothing is pending at all, to notice a dead peer):
   // data the peer sent ahead of our next postRecv must not keep waking a sender-only wait.
-  short pollEvents() const override {
+  short events() const {
     short ev = 0;
     if (!recvs_.empty() || sends_.empty()) ev |= POLLIN;
     if (!sends_.empty()) ev |= POLLOUT;
     return ev;
   }
 
- private:
-  struct SendOp {
-    const std::byte* src;
-    size_t bytes;
-    size_t doneBytes;
-  };
-  struct RecvOp {
-    RecvSpec spec;
-    size_t doneBytes;
-  };
-
-  static bool isReducing(const RecvSpec& spec) {
-    return spec.reduce != nullptr && spec.src != nullptr;
-  }
-
-  Status closedByPeer(int err) const {
-    return remoteError(
-        "tcp: connection to rank {} (host {}) closed by peer{}{} (rank={}, peer={}, "
-        "pendingSends={}, pendingRecvs={})",
-        peer_, peerHost_, err != 0 ? ": " : "", err != 0 ? errnoString(err) : std::string(), rank_,
-        peer_, sends_.size(), recvs_.size());
-  }
-  Status ioError(const char* call, int err) const {
-    return systemError(
-        "tcp: {} failed on the connection to rank {} (host {}): {} (rank={}, peer={})", call, peer_,
-        peerHost_, errnoString(err), rank_, peer_);
-  }
-
   /// Writes as much of the queue as the socket takes, several messages per sendmsg.
-  Status progressSends() {
+  Status progressSends(uint64_t& bytesSent) {
     while (true) {
-      while (!sends_.empty() && sends_.front().doneBytes == sends_.front().bytes) {
-        sends_.pop_front();
-        ++sendsDone_;
-      }
+      retireSends();
       if (sends_.empty()) return Status::ok();
       std::array<iovec, kMaxIov> iov;
       int niov = 0;
       size_t want = 0;
-      for (auto it = sends_.begin(); it != sends_.end() && niov < kMaxIov; ++it) {
-        const size_t left = it->bytes - it->doneBytes;
+      for (size_t i = 0; i < sends_.size() && niov < kMaxIov; ++i) {
+        const SendOp& op = sends_[i];
+        const size_t left = op.bytes - op.doneBytes;
         if (left == 0) continue;
-        iov[niov++] = iovec{const_cast<std::byte*>(it->src + it->doneBytes), left};
+        iov[niov++] = iovec{const_cast<std::byte*>(op.src + op.doneBytes), left};
         want += left;
       }
       msghdr msg{};
@@ -362,43 +358,78 @@ class TcpConnection final : public Connection {
       }
       bytesSent += static_cast<uint64_t>(n);
       size_t left = static_cast<size_t>(n);
-      for (auto it = sends_.begin(); it != sends_.end() && left > 0; ++it) {
-        const size_t take = std::min(left, it->bytes - it->doneBytes);
-        it->doneBytes += take;
+      for (size_t i = 0; i < sends_.size() && left > 0; ++i) {
+        SendOp& op = sends_[i];
+        const size_t take = std::min(left, op.bytes - op.doneBytes);
+        op.doneBytes += take;
         left -= take;
       }
       if (static_cast<size_t>(n) < want) {  // socket buffer full: retire what finished, stop
-        while (!sends_.empty() && sends_.front().doneBytes == sends_.front().bytes) {
-          sends_.pop_front();
-          ++sendsDone_;
-        }
+        retireSends();
         return Status::ok();
       }
     }
   }
 
   /// Reads whatever is available into the queued receives.
-  Status progressRecvs() {
+  Status progressRecvs(uint64_t& bytesReceived) {
     while (true) {
-      while (!recvs_.empty() && recvs_.front().doneBytes == recvs_.front().spec.bytes) {
-        recvs_.pop_front();
-        ++recvsDone_;
-      }
+      retireRecvs();
       if (recvs_.empty()) return Status::ok();
-      TUTTI_TRY_ASSIGN(const bool more,
-                       isReducing(recvs_.front().spec) ? readReduce(recvs_.front()) : readPlain());
+      TUTTI_TRY_ASSIGN(const bool more, isReducing(recvs_.front().spec)
+                                            ? readReduce(recvs_.front(), bytesReceived)
+                                            : readPlain(bytesReceived));
       if (!more) {
-        while (!recvs_.empty() && recvs_.front().doneBytes == recvs_.front().spec.bytes) {
-          recvs_.pop_front();
-          ++recvsDone_;
-        }
+        retireRecvs();
         return Status::ok();
       }
     }
   }
 
+  static bool isReducing(const RecvSpec& spec) {
+    return spec.reduce != nullptr && spec.src != nullptr;
+  }
+
+  Status closedByPeer(int err) const {
+    return remoteError(
+        "tcp: connection to rank {} (host {}) closed by peer{}{} (rank={}, peer={}, socket={}, "
+        "pendingSends={}, pendingRecvs={})",
+        tag_->peer, tag_->peerHost, err != 0 ? ": " : "", err != 0 ? errnoString(err) : std::string(),
+        tag_->rank, tag_->peer, index_, sends_.size(), recvs_.size());
+  }
+
+ private:
+  struct SendOp {
+    const std::byte* src;
+    size_t bytes;
+    size_t doneBytes;
+  };
+  struct RecvOp {
+    RecvSpec spec;
+    size_t doneBytes;
+  };
+
+  void retireSends() {
+    while (!sends_.empty() && sends_.front().doneBytes == sends_.front().bytes) {
+      sends_.pop();
+      ++sendsDone_;
+    }
+  }
+  void retireRecvs() {
+    while (!recvs_.empty() && recvs_.front().doneBytes == recvs_.front().spec.bytes) {
+      recvs_.pop();
+      ++recvsDone_;
+    }
+  }
+
+  Status ioError(const char* call, int err) const {
+    return systemError(
+        "tcp: {} failed on the connection to rank {} (host {}): {} (rank={}, peer={}, socket={})",
+        call, tag_->peer, tag_->peerHost, errnoString(err), tag_->rank, tag_->peer, index_);
+  }
+
   /// One recv call of `want` bytes into `iov`; the count read (0 when the socket is drained).
-  Result<size_t> readSome(iovec* iov, int niov, size_t want) {
+  Result<size_t> readSome(iovec* iov, int niov, size_t want, uint64_t& bytesReceived) {
     while (true) {
       msghdr msg{};
       msg.msg_iov = iov;
@@ -418,22 +449,24 @@ class TcpConnection final : public Connection {
   }
 
   /// Scatters into the consecutive plain receives at the front. True if the socket may hold more.
-  Result<bool> readPlain() {
+  Result<bool> readPlain(uint64_t& bytesReceived) {
     std::array<iovec, kMaxIov> iov;
     int niov = 0;
     size_t want = 0;
-    for (auto it = recvs_.begin(); it != recvs_.end() && niov < kMaxIov; ++it) {
-      if (isReducing(it->spec)) break;
-      const size_t left = it->spec.bytes - it->doneBytes;
+    for (size_t i = 0; i < recvs_.size() && niov < kMaxIov; ++i) {
+      RecvOp& op = recvs_[i];
+      if (isReducing(op.spec)) break;
+      const size_t left = op.spec.bytes - op.doneBytes;
       if (left == 0) continue;
-      iov[niov++] = iovec{static_cast<std::byte*>(it->spec.dst) + it->doneBytes, left};
+      iov[niov++] = iovec{static_cast<std::byte*>(op.spec.dst) + op.doneBytes, left};
       want += left;
     }
-    TUTTI_TRY_ASSIGN(const size_t n, readSome(iov.data(), niov, want));
+    TUTTI_TRY_ASSIGN(const size_t n, readSome(iov.data(), niov, want, bytesReceived));
     size_t left = n;
-    for (auto it = recvs_.begin(); it != recvs_.end() && left > 0; ++it) {
-      const size_t take = std::min(left, it->spec.bytes - it->doneBytes);
-      it->doneBytes += take;
+    for (size_t i = 0; i < recvs_.size() && left > 0; ++i) {
+      RecvOp& op = recvs_[i];
+      const size_t take = std::min(left, op.spec.bytes - op.doneBytes);
+      op.doneBytes += take;
       left -= take;
     }
     return n == want;
@@ -441,12 +474,12 @@ class TcpConnection final : public Connection {
 
   /// Reads into the staging buffer and reduces the whole elements received; a partial element
   /// stays staged until its remaining bytes arrive. True if the socket may hold more.
-  Result<bool> readReduce(RecvOp& op) {
+  Result<bool> readReduce(RecvOp& op, uint64_t& bytesReceived) {
     const size_t elem = std::max<size_t>(op.spec.elemBytes, 1);
     if (staging_.empty()) staging_.resize(std::max(kStagingBytes, elem));
     const size_t want = std::min(staging_.size() - staged_, op.spec.bytes - op.doneBytes - staged_);
     iovec iov{staging_.data() + staged_, want};
-    TUTTI_TRY_ASSIGN(const size_t n, readSome(&iov, 1, want));
+    TUTTI_TRY_ASSIGN(const size_t n, readSome(&iov, 1, want, bytesReceived));
     staged_ += n;
     const size_t whole = staged_ / elem * elem;
     if (whole > 0) {
@@ -461,16 +494,120 @@ class TcpConnection final : public Connection {
   }
 
   UniqueFd fd_;
-  int rank_;
-  int peer_;
-  std::string peerHost_;
-  std::deque<SendOp> sends_;
-  std::deque<RecvOp> recvs_;
-  uint64_t sendsDone_ = 0;
-  uint64_t recvsDone_ = 0;
+  const PeerTag* tag_;
+  int index_;
+  Fifo<SendOp> sends_;
+  Fifo<RecvOp> recvs_;
+  uint64_t sendsPosted_ = 0, recvsPosted_ = 0;
+  uint64_t sendsDone_ = 0, recvsDone_ = 0;
   std::vector<std::byte> staging_;  // allocated on the first reducing receive
   size_t staged_ = 0;               // bytes of the front reducing receive held in staging_
-  Status error_;                    // first failure; the connection is unusable afterwards
+};
+
+/// Messages of at least `stripeBytes` go round-robin over the streams (both sides count them the
+/// same way, since the k-th send of one side is the k-th receive of the other with the same size);
+/// smaller ones use stream 0. Completion is reported in posting order.
+class TcpConnection final : public Connection {
+ public:
+  TcpConnection(std::vector<UniqueFd> fds, int rank, int peer, std::string peerHost,
+                size_t stripeBytes, UniqueFd epollFd)
+      : tag_{rank, peer, std::move(peerHost)}, stripeBytes_(stripeBytes), epoll_(std::move(epollFd)) {
+    streams_.reserve(fds.size());
+    for (size_t i = 0; i < fds.size(); ++i)
+      streams_.emplace_back(std::move(fds[i]), &tag_, static_cast<int>(i));
+    interest_.assign(streams_.size(), 0);
+  }
+
+  uint64_t postSend(const void* src, size_t bytes) override {
+    const uint32_t s = pick(bytes, nextSendStream_);
+    streams_[s].postSend(static_cast<const std::byte*>(src), bytes);
+    sendMsgs_.push(Msg{s, streams_[s].sendsPosted()});
+    ++sendsPosted_;
+    retire(sendMsgs_, sendsDone_, &Stream::sendsDone);
+    return sendsPosted_;
+  }
+
+  uint64_t postRecv(const RecvSpec& spec) override {
+    const size_t elem = std::max<size_t>(spec.elemBytes, 1);
+    if (Stream::isReducing(spec) && spec.bytes % elem != 0 && error_.isOk()) {
+      error_ = invalidArgument(
+          "tcp: reducing receive of {} bytes is not a multiple of the element size {} (rank={}, "
+          "peer={})",
+          spec.bytes, elem, tag_.rank, tag_.peer);
+    }
+    const uint32_t s = pick(spec.bytes, nextRecvStream_);
+    streams_[s].postRecv(spec);
+    recvMsgs_.push(Msg{s, streams_[s].recvsPosted()});
+    ++recvsPosted_;
+    retire(recvMsgs_, recvsDone_, &Stream::recvsDone);
+    return recvsPosted_;
+  }
+
+  Status progress() override {
+    if (!error_.isOk()) return error_;
+    for (Stream& st : streams_) {
+      Status s = st.progressSends(bytesSent);
+      if (s.isOk()) s = st.progressRecvs(bytesReceived);
+      if (!s.isOk()) {
+        error_ = s;
+        return s;
+      }
+    }
+    retire(sendMsgs_, sendsDone_, &Stream::sendsDone);
+    retire(recvMsgs_, recvsDone_, &Stream::recvsDone);
+    if (epoll_) updateInterest();
+    return Status::ok();
+  }
+
+  uint64_t sendsDone() const override { return sendsDone_; }
+  uint64_t recvsDone() const override { return recvsDone_; }
+  // One socket: poll it directly. Several: an epoll set of them (readable when any is ready),
+  // whose interest progress() keeps in step with what each stream waits for.
+  int pollFd() const override { return epoll_ ? epoll_.get() : streams_[0].fd(); }
+  short pollEvents() const override { return epoll_ ? POLLIN : streams_[0].events(); }
+
+ private:
+  struct Msg {
+    uint32_t stream;
+    uint64_t seq;  // the stream's sequence number of this message
+  };
+
+  uint32_t pick(size_t bytes, uint32_t& next) const {
+    if (streams_.size() == 1 || bytes < stripeBytes_) return 0;
+    const uint32_t s = next;
+    next = next + 1 == streams_.size() ? 0 : next + 1;
+    return s;
+  }
+
+  void retire(Fifo<Msg>& msgs, uint64_t& done, uint64_t (Stream::*count)() const) {
+    while (!msgs.empty() && (streams_[msgs.front().stream].*count)() >= msgs.front().seq) {
+      msgs.pop();
+      ++done;
+    }
+  }
+
+  void updateInterest() {
+    for (size_t i = 0; i < streams_.size(); ++i) {
+      const short ev = streams_[i].events();
+      if (ev == interest_[i]) continue;
+      epoll_event e{};
+      e.events = ((ev & POLLIN) ? EPOLLIN : 0u) | ((ev & POLLOUT) ? EPOLLOUT : 0u);
+      e.data.u32 = static_cast<uint32_t>(i);
+      ::epoll_ctl(epoll_.get(), interest_[i] == 0 ? EPOLL_CTL_ADD : EPOLL_CTL_MOD,
+                  streams_[i].fd(), &e);
+      interest_[i] = ev;
+    }
+  }
+
+  PeerTag tag_;
+  size_t stripeBytes_;
+  UniqueFd epoll_;  // only with several streams
+  std::vector<Stream> streams_;
+  std::vector<short> interest_;  // events registered in epoll_, per stream (0: not yet)
+  uint32_t nextSendStream_ = 0, nextRecvStream_ = 0;
+  Fifo<Msg> sendMsgs_, recvMsgs_;
+  uint64_t sendsDone_ = 0, recvsDone_ = 0;
+  Status error_;  // first failure; the connection is unusable afterwards
 };
 
 }  // namespace
@@ -490,7 +627,9 @@ struct TcpTransport::State {
   UniqueFd listenFd;
   std::string listenAddr;
   std::vector<PendingHello> pending;
-  std::map<int, UniqueFd> stashed;  // by source rank: hellos that arrived before their connect()
+  int nstreams = 1;  // sockets per peer pair
+  // by (source rank, stream): hellos that arrived before their connect()
+  std::map<std::pair<int, int>, UniqueFd> stashed;
 
   Status acceptNew(const Context& ctx) {
     while (true) {
@@ -529,12 +668,18 @@ struct TcpTransport::State {
                      "tcp: closed a connection from {}: handshake from rank {} to rank {} is not "
                      "expected here (rank={}, nranks={})",
                      p.addr, h.srcRank, h.dstRank, ctx.rank, ctx.nranks);
-    } else if (stashed.count(h.srcRank) != 0) {
+    } else if (h.nstreams != nstreams || h.stream < 0 || h.stream >= nstreams) {
       TUTTI_LOG_WARN(Subsys::kNet,
-                     "tcp: closed a second connection from {} claiming to be rank {} (rank={})",
-                     p.addr, h.srcRank, ctx.rank);
+                     "tcp: closed a connection from {} (rank {}): socket {} of {} per peer, but "
+                     "this rank uses {} (set the same TUTTI_SOCKET_NSOCKS on every rank; rank={})",
+                     p.addr, h.srcRank, h.stream, h.nstreams, nstreams, ctx.rank);
+    } else if (stashed.count({h.srcRank, h.stream}) != 0) {
+      TUTTI_LOG_WARN(Subsys::kNet,
+                     "tcp: closed a second connection from {} claiming to be rank {} socket {} "
+                     "(rank={})",
+                     p.addr, h.srcRank, h.stream, ctx.rank);
     } else {
-      stashed.emplace(h.srcRank, std::move(p.fd));
+      stashed.emplace(std::make_pair(h.srcRank, h.stream), std::move(p.fd));
     }
   }
 
@@ -568,17 +713,20 @@ struct TcpTransport::State {
     }
   }
 
-  /// Accepts until the hello of `peer` (a lower rank) has arrived, stashing the others.
-  Result<UniqueFd> acceptPeer(const Context& ctx, int peer, Clock::time_point deadline) {
+  /// Accepts until the hello of `peer` (a lower rank) for socket `stream` has arrived, stashing
+  /// the others.
+  Result<UniqueFd> acceptPeer(const Context& ctx, int peer, int stream,
+                              Clock::time_point deadline) {
+    const std::pair<int, int> key{peer, stream};
     while (true) {
-      if (auto it = stashed.find(peer); it != stashed.end()) {
+      if (auto it = stashed.find(key); it != stashed.end()) {
         UniqueFd fd = std::move(it->second);
         stashed.erase(it);
         return fd;
       }
       TUTTI_TRY(acceptNew(ctx));
       readHellos(ctx);
-      if (stashed.count(peer) != 0) continue;
+      if (stashed.count(key) != 0) continue;
       if (Clock::now() >= deadline) {
         return timeoutError(
             "tcp: rank {} (host {}) did not connect within {} ms (rank={}, peer={}, host={}, "
@@ -618,8 +766,15 @@ Result<std::vector<std::byte>> TcpTransport::setup(const Context& ctx) {
     return systemError("tcp: listen on {} failed: {} (rank={})", formatAddr(sa), errnoString(errno),
                        ctx.rank);
   }
+  const int64_t nsocks = kNsocks.get();
+  if (nsocks < 1 || nsocks > kMaxStreams) {
+    return invalidArgument("tcp: TUTTI_SOCKET_NSOCKS must be in [1, {}] (value={}, rank={})",
+                           kMaxStreams, nsocks, ctx.rank);
+  }
+  state_->nstreams = static_cast<int>(nsocks);
   AddrBlob blob{};
   blob.magic = kBlobMagic;
+  blob.nstreams = static_cast<uint32_t>(nsocks);
   socklen_t len = sizeof(blob.addr);
   if (::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&blob.addr), &len) != 0) {
     return systemError("tcp: getsockname failed: {} (rank={})", errnoString(errno), ctx.rank);
@@ -648,30 +803,49 @@ Result<std::unique_ptr<Connection>> TcpTransport::connect(const Context& ctx, in
   TUTTI_TRY_ASSIGN(const AddrBlob blob, parseBlob(ctx, peer, peerBlob));
   const auto deadline = Clock::now() + std::chrono::milliseconds(std::clamp<int64_t>(
                                            ctx.connectTimeoutMs, 0, kMaxConnectTimeoutMs));
-  UniqueFd fd;
-  if (peer > ctx.rank) {
-    TUTTI_TRY_ASSIGN(fd, dialPeer(ctx, peer, blob, deadline));
-  } else {
-    if (!state_->listenFd) {
-      return invalidUsage(
-          "tcp: accepting from a lower rank needs the listener: setup() first, finishSetup() "
-          "after every connect (rank={}, peer={})",
-          ctx.rank, peer);
-    }
-    TUTTI_TRY_ASSIGN(fd, state_->acceptPeer(ctx, peer, deadline));
+  if (blob.nstreams != static_cast<uint32_t>(state_->nstreams)) {
+    return invalidUsage(
+        "tcp: rank {} uses {} sockets per peer and this rank {}: set the same "
+        "TUTTI_SOCKET_NSOCKS on every rank (rank={}, peer={})",
+        peer, blob.nstreams, state_->nstreams, ctx.rank, peer);
   }
-  TUTTI_TRY(setConnectedOptions(fd.get(), ctx, peer));
-  sockaddr_storage remote{};
-  socklen_t len = sizeof(remote);
-  const std::string remoteAddr =
-      ::getpeername(fd.get(), reinterpret_cast<sockaddr*>(&remote), &len) == 0
-          ? formatAddr(reinterpret_cast<sockaddr*>(&remote))
-          : std::string("?");
-  TUTTI_LOG_INFO(Subsys::kNet, "tcp: rank {} connected to rank {} (host {}): {} {} {}", ctx.rank,
-                 peer, peerHost(ctx, peer), localAddr(fd.get()),
-                 peer > ctx.rank ? "dialled" : "accepted from", remoteAddr);
-  std::unique_ptr<Connection> conn =
-      std::make_unique<TcpConnection>(std::move(fd), ctx.rank, peer, peerHost(ctx, peer));
+  if (peer < ctx.rank && !state_->listenFd) {
+    return invalidUsage(
+        "tcp: accepting from a lower rank needs the listener: setup() first, finishSetup() "
+        "after every connect (rank={}, peer={})",
+        ctx.rank, peer);
+  }
+  std::vector<UniqueFd> fds(static_cast<size_t>(state_->nstreams));
+  for (int i = 0; i < state_->nstreams; ++i) {
+    if (peer > ctx.rank) {
+      TUTTI_TRY_ASSIGN(fds[i], dialPeer(ctx, peer, i, blob, deadline));
+    } else {
+      TUTTI_TRY_ASSIGN(fds[i], state_->acceptPeer(ctx, peer, i, deadline));
+    }
+    TUTTI_TRY(setConnectedOptions(fds[i].get(), ctx, peer));
+  }
+  if (log::enabled(LogLevel::kInfo, Subsys::kNet)) {
+    sockaddr_storage remote{};
+    socklen_t len = sizeof(remote);
+    const std::string remoteAddr =
+        ::getpeername(fds[0].get(), reinterpret_cast<sockaddr*>(&remote), &len) == 0
+            ? formatAddr(reinterpret_cast<sockaddr*>(&remote))
+            : std::string("?");
+    TUTTI_LOG_INFO(Subsys::kNet, "tcp: rank {} connected to rank {} (host {}): {} {} {}, {} sockets",
+                   ctx.rank, peer, peerHost(ctx, peer), localAddr(fds[0].get()),
+                   peer > ctx.rank ? "dialled" : "accepted from", remoteAddr, fds.size());
+  }
+  UniqueFd epollFd;
+  if (fds.size() > 1) {
+    epollFd = UniqueFd(::epoll_create1(EPOLL_CLOEXEC));
+    if (!epollFd) {
+      return systemError("tcp: epoll_create1 failed: {} (rank={}, peer={})", errnoString(errno),
+                         ctx.rank, peer);
+    }
+  }
+  std::unique_ptr<Connection> conn = std::make_unique<TcpConnection>(
+      std::move(fds), ctx.rank, peer, peerHost(ctx, peer),
+      static_cast<size_t>(std::max<int64_t>(kStripeBytes.get(), 1)), std::move(epollFd));
   return conn;
 }
 
@@ -680,8 +854,8 @@ void TcpTransport::finishSetup() {
   state_->pending.clear();
   if (!state_->stashed.empty()) {
     std::string ranks;
-    for (const auto& [rank, fd] : state_->stashed)
-      ranks += fmt::format("{}{}", ranks.empty() ? "" : ",", rank);
+    for (const auto& [key, fd] : state_->stashed)
+      ranks += fmt::format("{}{}", ranks.empty() ? "" : ",", key.first);
     TUTTI_LOG_WARN(Subsys::kNet,
                    "tcp: closing connections from ranks {} that connect() never asked for "
                    "(rank={})",
