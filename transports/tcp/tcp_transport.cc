@@ -49,9 +49,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-TUTTI_PARAM_INT(kNsocks, "TUTTI_SOCKET_NSOCKS", nullptr, "NET", 2,
-                "TCP sockets per pair of ranks; messages of at least TUTTI_SOCKET_STRIPE_BYTES go "
-                "round-robin over them (1..16, same value on every rank)");
+TUTTI_PARAM_INT(kNsocks, "TUTTI_SOCKET_NSOCKS", nullptr, "NET", 0,
+                "TCP sockets per pair of ranks (1..16, same value on every rank; 0: 1 over "
+                "loopback, where one stream is CPU-bound, else 2); messages of at least "
+                "TUTTI_SOCKET_STRIPE_BYTES go round-robin over them");
 TUTTI_PARAM_INT(kStripeBytes, "TUTTI_SOCKET_STRIPE_BYTES", nullptr, "NET", 64 << 10,
                 "smallest message that may use a pair's second and later sockets");
 
@@ -766,7 +767,8 @@ Result<std::vector<std::byte>> TcpTransport::setup(const Context& ctx) {
     return systemError("tcp: listen on {} failed: {} (rank={})", formatAddr(sa), errnoString(errno),
                        ctx.rank);
   }
-  const int64_t nsocks = kNsocks.get();
+  int64_t nsocks = kNsocks.get();
+  if (nsocks == 0) nsocks = ctx.loopbackOnly ? 1 : 2;
   if (nsocks < 1 || nsocks > kMaxStreams) {
     return invalidArgument("tcp: TUTTI_SOCKET_NSOCKS must be in [1, {}] (value={}, rank={})",
                            kMaxStreams, nsocks, ctx.rank);
