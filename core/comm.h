@@ -108,6 +108,10 @@ class CommImpl final : public ExecHooks, public hang::Source {
   void selectAlgorithm(Coll coll, const std::string& name);  // "" = default
   Status initSelection();  // topology allgather, link model, overrides (core/selection.cc)
   Status failed() const;
+  /// No error recorded and not aborted: two atomic loads, for the hot path.
+  bool healthy() const {
+    return !hasError_.load(std::memory_order_acquire) && !abort_.load(std::memory_order_relaxed);
+  }
   void recordError(const Status& s);
   // core/comm_diag.cc: diagnostics around execution.
   void initDiagnostics(const Options& options);
@@ -133,6 +137,8 @@ class CommImpl final : public ExecHooks, public hang::Source {
   // repeated call builds nothing and allocates nothing.
   using PlanKey = std::tuple<int, size_t, int, int, int, bool, int, int>;
   std::map<PlanKey, std::unique_ptr<Plan>> plans_;
+  PlanKey lastKey_{};          // the last plan looked up (repeated calls skip the map walk);
+  Plan* lastPlan_ = nullptr;   // reset whenever plans_ changes
   std::vector<std::byte> scratchPool_;  // shared by all plans (one executes at a time)
 
   // Selection (core/selection.cc): the job's topology as a link model, the hierarchy groups
@@ -147,11 +153,15 @@ class CommImpl final : public ExecHooks, public hang::Source {
 
   mutable std::mutex errMu_;
   Status firstError_;
+  std::atomic<bool> hasError_{false};  // firstError_ is set (read without errMu_ on every call)
 
   std::mutex qMu_;
   std::condition_variable qCv_;
   std::deque<std::function<void()>> queue_;
   bool running_ = false;  // the progress thread is executing a task
+  std::atomic<int> queued_{0};  // tasks queued or running: run() skips drainQueue() at 0
+  CallArgs lastChecked_{.api = nullptr};  // the last blocking call that passed check() (execMu_)
+  bool lastInPlace_ = false;
   bool stop_ = false;
   std::thread thread_;
   std::mutex execMu_;  // one plan executes at a time

@@ -51,6 +51,13 @@ struct Forward {
   size_t forwarded = 0;
 };
 
+// Forwarding steps of the running plan, kept per thread with their vectors' capacity so that a
+// repeated call allocates nothing (a thread runs one plan at a time).
+std::vector<Forward>& forwardPool() {
+  thread_local std::vector<Forward> pool;
+  return pool;
+}
+
 class RoundRunner {
  public:
   RoundRunner(Plan& plan, const void* input, void* output, std::byte* scratch, ExecContext& ctx,
@@ -63,7 +70,6 @@ class RoundRunner {
 
   Status run() {
     const auto& rounds = plan_.schedule.rounds;
-    start_ = Clock::now();
     // With the call check on, round 0 also carries the signature (even for an empty schedule).
     const size_t n = std::max<size_t>(rounds.size(), ctx_.check ? 1 : 0);
     for (size_t r = 0; r < n; ++r) {
@@ -80,9 +86,12 @@ class RoundRunner {
 
   // One line of a hang report: the call, its round, the peers it waits for, bytes moved.
   std::string reportLine() const {
-    const double secs = std::chrono::duration<double>(Clock::now() - start_).count();
+    // start_ is the call's first sleep (the hot path reads no clock before it waits).
+    const double secs = start_ == Clock::time_point{}
+                            ? 0.0
+                            : std::chrono::duration<double>(Clock::now() - start_).count();
     return fmt::format("{} (algorithm {}): round {} of {}, waiting for {}, {} bytes moved, {:.1f} s "
-                       "in the call",
+                       "waiting",
                        what(), plan_.algorithm, round_, plan_.schedule.rounds.size(), waitingFor(),
                        bytesDone_ + wireBytes() - roundBase_, secs) +
            (sigPending_ ? fmt::format("; rank {} has not entered this call", ctx_.check->prev)
@@ -127,7 +136,7 @@ class RoundRunner {
 
   Status postRound(const std::vector<algo::Step>& steps) {
     using algo::Op;
-    forwards_.clear();
+    nForwards_ = 0;
     busy_.clear();
     if (round_ == 0 && ctx_.check) postCheck();
     for (const algo::Step& st : steps) {
@@ -157,11 +166,17 @@ class RoundRunner {
           break;
         case Op::kRecvReduceSend:
         case Op::kRecvCopySend: {
-          Forward f{ctx_.conns[st.peer], ctx_.conns[st.sendPeer], {}, {}, 0};
+          if (!forwards_) forwards_ = &forwardPool();  // thread-local: looked up only when used
+          if (nForwards_ == forwards_->size()) forwards_->emplace_back();
+          Forward& f = (*forwards_)[nForwards_++];
+          f.in = ctx_.conns[st.peer];
+          f.out = ctx_.conns[st.sendPeer];
+          f.recvSeq.clear();
+          f.slices.clear();
+          f.forwarded = 0;
           const std::byte* src = st.op == Op::kRecvReduceSend ? ptr(st.src, st.srcOffset) : nullptr;
           postRecvs(st.peer, ptr(st.dst, st.dstOffset), src, bytes, &f.recvSeq, &f.slices);
           touch(st.sendPeer);
-          forwards_.push_back(std::move(f));
           break;
         }
       }
@@ -194,7 +209,7 @@ class RoundRunner {
   Status drive() {
     int idle = 0;
     uint64_t lastMoved = moved();
-    auto lastCheck = Clock::now();
+    Clock::time_point lastCheck{};  // read the clock only once waiting starts (see sleepWait)
     for (;;) {
       bool done = true;
       for (int peer : busy_) {
@@ -206,7 +221,8 @@ class RoundRunner {
         sigPending_ = false;
         TUTTI_TRY(verifyCall(*ctx_.check, ctx_.rank));
       }
-      for (Forward& f : forwards_) {
+      for (size_t i = 0; i < nForwards_; ++i) {
+        Forward& f = (*forwards_)[i];
         while (f.forwarded < f.slices.size() && f.in->recvsDone() >= f.recvSeq[f.forwarded]) {
           f.out->postSend(f.slices[f.forwarded].first, f.slices[f.forwarded].second);
           ++f.forwarded;
@@ -250,7 +266,11 @@ class RoundRunner {
   Status sleepWait(Clock::time_point& lastCheck) {
     if (ctx_.abort && ctx_.abort->load(std::memory_order_relaxed))
       return invalidUsage("{}: aborted (rank {}, round {})", what(), ctx_.rank, round_);
+    // The clock is read only here, so a call that never waits never reads it: the timeout counts
+    // from the call's first sleep, and peers are checked every 100 ms of a round's waiting.
     const auto now = Clock::now();
+    if (start_ == Clock::time_point{}) start_ = now;
+    if (lastCheck == Clock::time_point{}) lastCheck = now;
     if (now - lastCheck > std::chrono::milliseconds(100)) {
       lastCheck = now;
       if (ctx_.hooks) TUTTI_TRY(ctx_.hooks->whileWaiting([this] { return reportLine(); }));
@@ -327,9 +347,10 @@ class RoundRunner {
   uint64_t seq_;
   std::byte* bases_[3];
   std::vector<int>& busy_;  // ctx_.busyPeers
-  std::vector<Forward> forwards_;
+  std::vector<Forward>* forwards_ = nullptr;  // forwardPool(); the first nForwards_ are this round's
+  size_t nForwards_ = 0;
   size_t round_ = 0;
-  Clock::time_point start_;
+  Clock::time_point start_{};  // the call's first sleep (unset while it never waited)
   uint64_t bytesDone_ = 0;  // bytes moved in the finished rounds of this call
   uint64_t roundBase_ = 0;  // wireBytes() when the current round was posted
   uint64_t sigSeq_ = 0;     // receive sequence number of the neighbour's call signature

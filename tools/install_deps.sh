@@ -5,7 +5,10 @@ set -euo pipefail
 
 packages=(build-essential cmake pkg-config libspdlog-dev libfmt-dev libhwloc-dev catch2
           libcli11-dev libhwy-dev nlohmann-json3-dev libibverbs-dev
-          libopenmpi-dev openmpi-bin clang-14 libclang-rt-14-dev "$@")
+          libopenmpi-dev openmpi-bin   # mpirun tests
+          clang-14 libclang-rt-14-dev  # tests/fuzz (libFuzzer)
+          gnuplot-nox                  # bench/compare_peers.sh plots
+          "$@")
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

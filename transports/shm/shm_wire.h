@@ -1,6 +1,7 @@
 // File: transports/shm/shm_wire.h
 // The shm transport's address blob (exchanged through the bootstrap) and its parser (untrusted
-// bytes; fuzzed in tests/fuzz): a magic, the ring size and the segment's POSIX shm name.
+// bytes; fuzzed in tests/fuzz): a magic, the ring size, the inline-line size and the segment's
+// POSIX shm name.
 #pragma once
 
 #include <cstddef>
@@ -17,12 +18,14 @@ inline constexpr uint64_t kMagic = 0x74757474695f5348ull;  // "tutti_SH"
 struct Blob {
   uint64_t magic;
   uint64_t ringBytes;
+  uint64_t inlineBytes;
   char name[96];
 };
 
 /// Exact size and magic, a NUL-terminated name of the form "/tutti-..." with no other '/', and the
-/// same ring size as ours (InvalidUsage naming TUTTI_SHM_RING_BYTES when it differs).
-inline Result<Blob> parseBlob(std::span<const std::byte> bytes, int peer, uint64_t ringBytes) {
+/// same ring and inline sizes as ours (InvalidUsage naming the variables when they differ).
+inline Result<Blob> parseBlob(std::span<const std::byte> bytes, int peer, uint64_t ringBytes,
+                              uint64_t inlineBytes) {
   Blob blob{};
   if (bytes.size() != sizeof blob)
     return invalidArgument("shm: bad address blob from rank {} ({} bytes)", peer, bytes.size());
@@ -31,10 +34,11 @@ inline Result<Blob> parseBlob(std::span<const std::byte> bytes, int peer, uint64
   if (blob.magic != kMagic || !nul || std::strncmp(blob.name, "/tutti-", 7) != 0 ||
       std::strchr(blob.name + 1, '/') != nullptr)
     return invalidArgument("shm: malformed address blob from rank {}", peer);
-  if (blob.ringBytes != ringBytes)
-    return invalidUsage("shm: rank {} uses a different shm layout (ring {} vs {} bytes): set the "
-                        "same TUTTI_SHM_RING_BYTES on every rank",
-                        peer, blob.ringBytes, ringBytes);
+  if (blob.ringBytes != ringBytes || blob.inlineBytes != inlineBytes)
+    return invalidUsage("shm: rank {} uses a different shm layout (ring {} vs {} bytes, inline "
+                        "{} vs {} bytes): set the same TUTTI_SHM_RING_BYTES and "
+                        "TUTTI_SHM_INLINE_BYTES on every rank",
+                        peer, blob.ringBytes, ringBytes, blob.inlineBytes, inlineBytes);
   return blob;
 }
 

@@ -1,9 +1,13 @@
 // File: transports/tcp/tcp_transport.cc
 // The tcp transport. Pairing is deadlock-free by construction: the lower rank of a pair dials and
 // never waits for the higher rank's application (the kernel completes the TCP handshake from the
-// listen backlog and buffers our 24-byte hello), the higher rank accepts and stashes hellos from
-// other lower ranks until their connect() comes. Data: sendmsg/recvmsg straight from/to the user
-// buffers; reducing receives go through a per-connection staging buffer, whole elements only.
+// listen backlog and buffers our 32-byte hello), the higher rank accepts and stashes hellos from
+// other lower ranks until their connect() comes. Each pair has TUTTI_SOCKET_NSOCKS sockets (the
+// hello names which one it is); messages of at least TUTTI_SOCKET_STRIPE_BYTES go round-robin over
+// them, smaller ones use the first. Data: sendmsg/recvmsg straight from/to the user buffers,
+// several queued messages per call; reducing receives go through a per-socket staging buffer,
+// whole elements only. Waiting is the engine's: it spins on progress() (non-blocking calls), then
+// polls the socket, or an epoll set of the pair's sockets when there are several.
 //
 // Why connect() in increasing rank order cannot deadlock: rank r first accepts from every p < r,
 // then dials every q > r. Dials never block on a peer's progress, so rank 0 finishes. Assume
@@ -13,11 +17,14 @@
 #include "transports/tcp/tcp_transport.h"
 #include "transports/tcp/tcp_wire.h"
 
+#include "transports/tcp/tcp_connection.h"
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -43,11 +50,17 @@
 namespace tutti::transport {
 namespace {
 
+using tcp_detail::UniqueFd;
 using Clock = std::chrono::steady_clock;
 
-constexpr int kListenBacklog = 4096;                     // the kernel caps it at somaxconn
-constexpr size_t kStagingBytes = 256 * 1024;
-constexpr int kMaxIov = 64;
+TUTTI_PARAM_INT(kNsocks, "TUTTI_SOCKET_NSOCKS", nullptr, "NET", 0,
+                "TCP sockets per pair of ranks (1..16, same value on every rank; 0: 1 over "
+                "loopback, where one stream is CPU-bound, else 2); messages of at least "
+                "TUTTI_SOCKET_STRIPE_BYTES go round-robin over them");
+TUTTI_PARAM_INT(kStripeBytes, "TUTTI_SOCKET_STRIPE_BYTES", nullptr, "NET", 64 << 10,
+                "smallest message that may use a pair's second and later sockets");
+
+constexpr int kListenBacklog = 4096;  // the kernel caps it at somaxconn
 constexpr int kMaxBackoffMs = 100;
 constexpr int64_t kMaxConnectTimeoutMs = int64_t{30} * 24 * 3600 * 1000;  // no clock overflow
 
@@ -55,30 +68,7 @@ using tcp_wire::AddrBlob;
 using tcp_wire::Hello;
 using tcp_wire::kBlobMagic;
 using tcp_wire::kHelloMagic;
-
-class UniqueFd {
- public:
-  UniqueFd() = default;
-  explicit UniqueFd(int fd) : fd_(fd) {}
-  UniqueFd(UniqueFd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-  UniqueFd& operator=(UniqueFd&& o) noexcept {
-    if (this != &o) {
-      reset();
-      fd_ = std::exchange(o.fd_, -1);
-    }
-    return *this;
-  }
-  ~UniqueFd() { reset(); }
-  int get() const { return fd_; }
-  explicit operator bool() const { return fd_ >= 0; }
-  void reset() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_ = -1;
-};
+using tcp_wire::kMaxStreams;
 
 std::string formatAddr(const sockaddr* sa) {
   char host[INET6_ADDRSTRLEN] = "?";
@@ -162,9 +152,9 @@ bool isRetryableConnectError(int err) {
 }
 
 /// Writes the hello on a freshly connected socket, waiting for buffer space until `deadline`.
-Status sendHello(int fd, const Context& ctx, int peer, const std::string& addr,
-                 Clock::time_point deadline) {
-  const Hello hello{kHelloMagic, ctx.secret, ctx.rank, peer};
+Status sendHello(int fd, const Context& ctx, int peer, int stream, int nstreams,
+                 const std::string& addr, Clock::time_point deadline) {
+  const Hello hello{kHelloMagic, ctx.secret, ctx.rank, peer, stream, nstreams};
   const auto* p = reinterpret_cast<const char*>(&hello);
   size_t done = 0;
   while (done < sizeof(hello)) {
@@ -188,7 +178,7 @@ Status sendHello(int fd, const Context& ctx, int peer, const std::string& addr,
 
 /// Connects to the peer's listener, retrying refused/unreachable attempts with exponential
 /// backoff (1 ms .. 100 ms) until `deadline`, then sends the hello.
-Result<UniqueFd> dialPeer(const Context& ctx, int peer, const AddrBlob& blob,
+Result<UniqueFd> dialPeer(const Context& ctx, int peer, int stream, const AddrBlob& blob,
                           Clock::time_point deadline) {
   const auto* sa = reinterpret_cast<const sockaddr*>(&blob.addr);
   const std::string addr = formatAddr(sa);
@@ -213,7 +203,8 @@ Result<UniqueFd> dialPeer(const Context& ctx, int peer, const AddrBlob& blob,
       }
     }
     if (err == 0) {
-      TUTTI_TRY(sendHello(fd.get(), ctx, peer, addr, deadline));
+      TUTTI_TRY(sendHello(fd.get(), ctx, peer, stream, static_cast<int>(blob.nstreams), addr,
+                          deadline));
       return fd;
     }
     if (!isRetryableConnectError(err)) {
@@ -230,228 +221,6 @@ Result<UniqueFd> dialPeer(const Context& ctx, int peer, const AddrBlob& blob,
     backoffMs = std::min(backoffMs * 2, kMaxBackoffMs);
   }
 }
-
-// ---------------------------------------------------------------------------------------------
-// The connection: queued sends and receives over one byte stream.
-
-class TcpConnection final : public Connection {
- public:
-  TcpConnection(UniqueFd fd, int rank, int peer, std::string peerHost)
-      : fd_(std::move(fd)), rank_(rank), peer_(peer), peerHost_(std::move(peerHost)) {}
-
-  uint64_t postSend(const void* src, size_t bytes) override {
-    if (bytes == 0 && sends_.empty()) {
-      ++sendsDone_;
-    } else {
-      sends_.push_back(SendOp{static_cast<const std::byte*>(src), bytes, 0});
-    }
-    return ++sendsPosted_;
-  }
-
-  uint64_t postRecv(const RecvSpec& spec) override {
-    const size_t elem = std::max<size_t>(spec.elemBytes, 1);
-    if (isReducing(spec) && spec.bytes % elem != 0 && error_.isOk()) {
-      error_ = invalidArgument(
-          "tcp: reducing receive of {} bytes is not a multiple of the element size {} (rank={}, "
-          "peer={})",
-          spec.bytes, elem, rank_, peer_);
-    }
-    if (spec.bytes == 0 && recvs_.empty()) {
-      ++recvsDone_;
-    } else {
-      recvs_.push_back(RecvOp{spec, 0});
-    }
-    return ++recvsPosted_;
-  }
-
-  Status progress() override {
-    if (!error_.isOk()) return error_;
-    Status s = progressSends();
-    if (s.isOk()) s = progressRecvs();
-    if (!s.isOk()) error_ = s;
-    return s;
-  }
-
-  uint64_t sendsDone() const override { return sendsDone_; }
-  uint64_t recvsDone() const override { return recvsDone_; }
-  int pollFd() const override { return fd_.get(); }
-  // POLLIN only while a receive is pending (or nothing is pending at all, to notice a dead peer):
-  // data the peer sent ahead of our next postRecv must not keep waking a sender-only wait.
-  short pollEvents() const override {
-    short ev = 0;
-    if (!recvs_.empty() || sends_.empty()) ev |= POLLIN;
-    if (!sends_.empty()) ev |= POLLOUT;
-    return ev;
-  }
-
- private:
-  struct SendOp {
-    const std::byte* src;
-    size_t bytes;
-    size_t doneBytes;
-  };
-  struct RecvOp {
-    RecvSpec spec;
-    size_t doneBytes;
-  };
-
-  static bool isReducing(const RecvSpec& spec) {
-    return spec.reduce != nullptr && spec.src != nullptr;
-  }
-
-  Status closedByPeer(int err) const {
-    return remoteError(
-        "tcp: connection to rank {} (host {}) closed by peer{}{} (rank={}, peer={}, "
-        "pendingSends={}, pendingRecvs={})",
-        peer_, peerHost_, err != 0 ? ": " : "", err != 0 ? errnoString(err) : std::string(), rank_,
-        peer_, sends_.size(), recvs_.size());
-  }
-  Status ioError(const char* call, int err) const {
-    return systemError(
-        "tcp: {} failed on the connection to rank {} (host {}): {} (rank={}, peer={})", call, peer_,
-        peerHost_, errnoString(err), rank_, peer_);
-  }
-
-  /// Writes as much of the queue as the socket takes, several messages per sendmsg.
-  Status progressSends() {
-    while (true) {
-      while (!sends_.empty() && sends_.front().doneBytes == sends_.front().bytes) {
-        sends_.pop_front();
-        ++sendsDone_;
-      }
-      if (sends_.empty()) return Status::ok();
-      std::array<iovec, kMaxIov> iov;
-      int niov = 0;
-      size_t want = 0;
-      for (auto it = sends_.begin(); it != sends_.end() && niov < kMaxIov; ++it) {
-        const size_t left = it->bytes - it->doneBytes;
-        if (left == 0) continue;
-        iov[niov++] = iovec{const_cast<std::byte*>(it->src + it->doneBytes), left};
-        want += left;
-      }
-      msghdr msg{};
-      msg.msg_iov = iov.data();
-      msg.msg_iovlen = static_cast<size_t>(niov);
-      const ssize_t n = ::sendmsg(fd_.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
-      if (n < 0) {
-        const int err = errno;
-        if (err == EINTR) continue;
-        if (err == EAGAIN || err == EWOULDBLOCK) return Status::ok();
-        if (err == EPIPE || err == ECONNRESET) return closedByPeer(err);
-        return ioError("sendmsg", err);
-      }
-      bytesSent += static_cast<uint64_t>(n);
-      size_t left = static_cast<size_t>(n);
-      for (auto it = sends_.begin(); it != sends_.end() && left > 0; ++it) {
-        const size_t take = std::min(left, it->bytes - it->doneBytes);
-        it->doneBytes += take;
-        left -= take;
-      }
-      if (static_cast<size_t>(n) < want) {  // socket buffer full: retire what finished, stop
-        while (!sends_.empty() && sends_.front().doneBytes == sends_.front().bytes) {
-          sends_.pop_front();
-          ++sendsDone_;
-        }
-        return Status::ok();
-      }
-    }
-  }
-
-  /// Reads whatever is available into the queued receives.
-  Status progressRecvs() {
-    while (true) {
-      while (!recvs_.empty() && recvs_.front().doneBytes == recvs_.front().spec.bytes) {
-        recvs_.pop_front();
-        ++recvsDone_;
-      }
-      if (recvs_.empty()) return Status::ok();
-      TUTTI_TRY_ASSIGN(const bool more,
-                       isReducing(recvs_.front().spec) ? readReduce(recvs_.front()) : readPlain());
-      if (!more) {
-        while (!recvs_.empty() && recvs_.front().doneBytes == recvs_.front().spec.bytes) {
-          recvs_.pop_front();
-          ++recvsDone_;
-        }
-        return Status::ok();
-      }
-    }
-  }
-
-  /// One recv call of `want` bytes into `iov`; the count read (0 when the socket is drained).
-  Result<size_t> readSome(iovec* iov, int niov, size_t want) {
-    while (true) {
-      msghdr msg{};
-      msg.msg_iov = iov;
-      msg.msg_iovlen = static_cast<size_t>(niov);
-      const ssize_t n = ::recvmsg(fd_.get(), &msg, MSG_DONTWAIT);
-      if (n > 0) {
-        bytesReceived += static_cast<uint64_t>(n);
-        return static_cast<size_t>(n);
-      }
-      if (n == 0 && want > 0) return closedByPeer(0);
-      const int err = errno;
-      if (err == EINTR) continue;
-      if (err == EAGAIN || err == EWOULDBLOCK) return size_t{0};
-      if (err == ECONNRESET || err == EPIPE) return closedByPeer(err);
-      return ioError("recvmsg", err);
-    }
-  }
-
-  /// Scatters into the consecutive plain receives at the front. True if the socket may hold more.
-  Result<bool> readPlain() {
-    std::array<iovec, kMaxIov> iov;
-    int niov = 0;
-    size_t want = 0;
-    for (auto it = recvs_.begin(); it != recvs_.end() && niov < kMaxIov; ++it) {
-      if (isReducing(it->spec)) break;
-      const size_t left = it->spec.bytes - it->doneBytes;
-      if (left == 0) continue;
-      iov[niov++] = iovec{static_cast<std::byte*>(it->spec.dst) + it->doneBytes, left};
-      want += left;
-    }
-    TUTTI_TRY_ASSIGN(const size_t n, readSome(iov.data(), niov, want));
-    size_t left = n;
-    for (auto it = recvs_.begin(); it != recvs_.end() && left > 0; ++it) {
-      const size_t take = std::min(left, it->spec.bytes - it->doneBytes);
-      it->doneBytes += take;
-      left -= take;
-    }
-    return n == want;
-  }
-
-  /// Reads into the staging buffer and reduces the whole elements received; a partial element
-  /// stays staged until its remaining bytes arrive. True if the socket may hold more.
-  Result<bool> readReduce(RecvOp& op) {
-    const size_t elem = std::max<size_t>(op.spec.elemBytes, 1);
-    if (staging_.empty()) staging_.resize(std::max(kStagingBytes, elem));
-    const size_t want = std::min(staging_.size() - staged_, op.spec.bytes - op.doneBytes - staged_);
-    iovec iov{staging_.data() + staged_, want};
-    TUTTI_TRY_ASSIGN(const size_t n, readSome(&iov, 1, want));
-    staged_ += n;
-    const size_t whole = staged_ / elem * elem;
-    if (whole > 0) {
-      auto* dst = static_cast<std::byte*>(op.spec.dst) + op.doneBytes;
-      const auto* src = static_cast<const std::byte*>(op.spec.src) + op.doneBytes;
-      op.spec.reduce(dst, src, staging_.data(), whole / elem);
-      op.doneBytes += whole;
-      staged_ -= whole;
-      if (staged_ > 0) std::memmove(staging_.data(), staging_.data() + whole, staged_);
-    }
-    return n == want;
-  }
-
-  UniqueFd fd_;
-  int rank_;
-  int peer_;
-  std::string peerHost_;
-  std::deque<SendOp> sends_;
-  std::deque<RecvOp> recvs_;
-  uint64_t sendsDone_ = 0;
-  uint64_t recvsDone_ = 0;
-  std::vector<std::byte> staging_;  // allocated on the first reducing receive
-  size_t staged_ = 0;               // bytes of the front reducing receive held in staging_
-  Status error_;                    // first failure; the connection is unusable afterwards
-};
 
 }  // namespace
 
@@ -470,7 +239,9 @@ struct TcpTransport::State {
   UniqueFd listenFd;
   std::string listenAddr;
   std::vector<PendingHello> pending;
-  std::map<int, UniqueFd> stashed;  // by source rank: hellos that arrived before their connect()
+  int nstreams = 1;  // sockets per peer pair
+  // by (source rank, stream): hellos that arrived before their connect()
+  std::map<std::pair<int, int>, UniqueFd> stashed;
 
   Status acceptNew(const Context& ctx) {
     while (true) {
@@ -498,12 +269,18 @@ struct TcpTransport::State {
     if (Status bad = tcp_wire::checkHello(p.buf, ctx.secret, ctx.rank, ctx.nranks); !bad.isOk()) {
       TUTTI_LOG_WARN(Subsys::kNet, "tcp: closed a connection from {}: {} (rank={})", p.addr,
                      bad.message(), ctx.rank);
-    } else if (stashed.count(h.srcRank) != 0) {
+    } else if (h.nstreams != nstreams) {
       TUTTI_LOG_WARN(Subsys::kNet,
-                     "tcp: closed a second connection from {} claiming to be rank {} (rank={})",
-                     p.addr, h.srcRank, ctx.rank);
+                     "tcp: closed a connection from {} (rank {}): socket {} of {} per peer, but "
+                     "this rank uses {} (set the same TUTTI_SOCKET_NSOCKS on every rank; rank={})",
+                     p.addr, h.srcRank, h.stream, h.nstreams, nstreams, ctx.rank);
+    } else if (stashed.count({h.srcRank, h.stream}) != 0) {
+      TUTTI_LOG_WARN(Subsys::kNet,
+                     "tcp: closed a second connection from {} claiming to be rank {} socket {} "
+                     "(rank={})",
+                     p.addr, h.srcRank, h.stream, ctx.rank);
     } else {
-      stashed.emplace(h.srcRank, std::move(p.fd));
+      stashed.emplace(std::make_pair(h.srcRank, h.stream), std::move(p.fd));
     }
   }
 
@@ -537,17 +314,20 @@ struct TcpTransport::State {
     }
   }
 
-  /// Accepts until the hello of `peer` (a lower rank) has arrived, stashing the others.
-  Result<UniqueFd> acceptPeer(const Context& ctx, int peer, Clock::time_point deadline) {
+  /// Accepts until the hello of `peer` (a lower rank) for socket `stream` has arrived, stashing
+  /// the others.
+  Result<UniqueFd> acceptPeer(const Context& ctx, int peer, int stream,
+                              Clock::time_point deadline) {
+    const std::pair<int, int> key{peer, stream};
     while (true) {
-      if (auto it = stashed.find(peer); it != stashed.end()) {
+      if (auto it = stashed.find(key); it != stashed.end()) {
         UniqueFd fd = std::move(it->second);
         stashed.erase(it);
         return fd;
       }
       TUTTI_TRY(acceptNew(ctx));
       readHellos(ctx);
-      if (stashed.count(peer) != 0) continue;
+      if (stashed.count(key) != 0) continue;
       if (Clock::now() >= deadline) {
         return timeoutError(
             "tcp: rank {} (host {}) did not connect within {} ms (rank={}, peer={}, host={}, "
@@ -587,8 +367,16 @@ Result<std::vector<std::byte>> TcpTransport::setup(const Context& ctx) {
     return systemError("tcp: listen on {} failed: {} (rank={})", formatAddr(sa), errnoString(errno),
                        ctx.rank);
   }
+  int64_t nsocks = kNsocks.get();
+  if (nsocks == 0) nsocks = ctx.loopbackOnly ? 1 : 2;
+  if (nsocks < 1 || nsocks > kMaxStreams) {
+    return invalidArgument("tcp: TUTTI_SOCKET_NSOCKS must be in [1, {}] (value={}, rank={})",
+                           kMaxStreams, nsocks, ctx.rank);
+  }
+  state_->nstreams = static_cast<int>(nsocks);
   AddrBlob blob{};
   blob.magic = kBlobMagic;
+  blob.nstreams = static_cast<uint32_t>(nsocks);
   socklen_t len = sizeof(blob.addr);
   if (::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&blob.addr), &len) != 0) {
     return systemError("tcp: getsockname failed: {} (rank={})", errnoString(errno), ctx.rank);
@@ -617,31 +405,49 @@ Result<std::unique_ptr<Connection>> TcpTransport::connect(const Context& ctx, in
   TUTTI_TRY_ASSIGN(const AddrBlob blob, parseBlob(ctx, peer, peerBlob));
   const auto deadline = Clock::now() + std::chrono::milliseconds(std::clamp<int64_t>(
                                            ctx.connectTimeoutMs, 0, kMaxConnectTimeoutMs));
-  UniqueFd fd;
-  if (peer > ctx.rank) {
-    TUTTI_TRY_ASSIGN(fd, dialPeer(ctx, peer, blob, deadline));
-  } else {
-    if (!state_->listenFd) {
-      return invalidUsage(
-          "tcp: accepting from a lower rank needs the listener: setup() first, finishSetup() "
-          "after every connect (rank={}, peer={})",
-          ctx.rank, peer);
-    }
-    TUTTI_TRY_ASSIGN(fd, state_->acceptPeer(ctx, peer, deadline));
+  if (blob.nstreams != static_cast<uint32_t>(state_->nstreams)) {
+    return invalidUsage(
+        "tcp: rank {} uses {} sockets per peer and this rank {}: set the same "
+        "TUTTI_SOCKET_NSOCKS on every rank (rank={}, peer={})",
+        peer, blob.nstreams, state_->nstreams, ctx.rank, peer);
   }
-  TUTTI_TRY(setConnectedOptions(fd.get(), ctx, peer));
-  sockaddr_storage remote{};
-  socklen_t len = sizeof(remote);
-  const std::string remoteAddr =
-      ::getpeername(fd.get(), reinterpret_cast<sockaddr*>(&remote), &len) == 0
-          ? formatAddr(reinterpret_cast<sockaddr*>(&remote))
-          : std::string("?");
-  TUTTI_LOG_INFO(Subsys::kNet, "tcp: rank {} connected to rank {} (host {}): {} {} {}", ctx.rank,
-                 peer, peerHost(ctx, peer), localAddr(fd.get()),
-                 peer > ctx.rank ? "dialled" : "accepted from", remoteAddr);
-  std::unique_ptr<Connection> conn =
-      std::make_unique<TcpConnection>(std::move(fd), ctx.rank, peer, peerHost(ctx, peer));
-  return conn;
+  if (peer < ctx.rank && !state_->listenFd) {
+    return invalidUsage(
+        "tcp: accepting from a lower rank needs the listener: setup() first, finishSetup() "
+        "after every connect (rank={}, peer={})",
+        ctx.rank, peer);
+  }
+  std::vector<UniqueFd> fds(static_cast<size_t>(state_->nstreams));
+  for (int i = 0; i < state_->nstreams; ++i) {
+    if (peer > ctx.rank) {
+      TUTTI_TRY_ASSIGN(fds[i], dialPeer(ctx, peer, i, blob, deadline));
+    } else {
+      TUTTI_TRY_ASSIGN(fds[i], state_->acceptPeer(ctx, peer, i, deadline));
+    }
+    TUTTI_TRY(setConnectedOptions(fds[i].get(), ctx, peer));
+  }
+  if (log::enabled(LogLevel::kInfo, Subsys::kNet)) {
+    sockaddr_storage remote{};
+    socklen_t len = sizeof(remote);
+    const std::string remoteAddr =
+        ::getpeername(fds[0].get(), reinterpret_cast<sockaddr*>(&remote), &len) == 0
+            ? formatAddr(reinterpret_cast<sockaddr*>(&remote))
+            : std::string("?");
+    TUTTI_LOG_INFO(Subsys::kNet, "tcp: rank {} connected to rank {} (host {}): {} {} {}, {} sockets",
+                   ctx.rank, peer, peerHost(ctx, peer), localAddr(fds[0].get()),
+                   peer > ctx.rank ? "dialled" : "accepted from", remoteAddr, fds.size());
+  }
+  UniqueFd epollFd;
+  if (fds.size() > 1) {
+    epollFd = UniqueFd(::epoll_create1(EPOLL_CLOEXEC));
+    if (!epollFd) {
+      return systemError("tcp: epoll_create1 failed: {} (rank={}, peer={})", errnoString(errno),
+                         ctx.rank, peer);
+    }
+  }
+  return tcp_detail::makeTcpConnection(std::move(fds), ctx.rank, peer, peerHost(ctx, peer),
+                                       static_cast<size_t>(std::max<int64_t>(kStripeBytes.get(), 1)),
+                                       std::move(epollFd));
 }
 
 void TcpTransport::finishSetup() {
@@ -649,8 +455,8 @@ void TcpTransport::finishSetup() {
   state_->pending.clear();
   if (!state_->stashed.empty()) {
     std::string ranks;
-    for (const auto& [rank, fd] : state_->stashed)
-      ranks += fmt::format("{}{}", ranks.empty() ? "" : ",", rank);
+    for (const auto& [key, fd] : state_->stashed)
+      ranks += fmt::format("{}{}", ranks.empty() ? "" : ",", key.first);
     TUTTI_LOG_WARN(Subsys::kNet,
                    "tcp: closing connections from ranks {} that connect() never asked for "
                    "(rank={})",

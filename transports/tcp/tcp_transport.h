@@ -1,5 +1,6 @@
 // File: transports/tcp/tcp_transport.h
-// The tcp transport: one non-blocking TCP socket per pair of ranks, dialled by the lower rank and
+// The tcp transport: TUTTI_SOCKET_NSOCKS non-blocking TCP sockets per pair of ranks (large
+// messages go round-robin over them), dialled by the lower rank and
 // accepted by the higher one, carrying an ordered byte stream with no per-message header. The
 // listening interface follows NCCL_SOCKET_IFNAME syntax (TUTTI_SOCKET_IFNAME read first).
 #pragma once

@@ -13,7 +13,8 @@ Result<AddrBlob> parseAddrBlob(std::span<const std::byte> bytes, int rank, int p
   const auto family = blob.addr.ss_family;
   const bool okAddr = (blob.addrLen == sizeof(sockaddr_in) && family == AF_INET) ||
                       (blob.addrLen == sizeof(sockaddr_in6) && family == AF_INET6);
-  if (bytes.size() != sizeof(AddrBlob) || blob.magic != kBlobMagic || !okAddr) {
+  const bool okStreams = blob.nstreams >= 1 && blob.nstreams <= kMaxStreams;
+  if (bytes.size() != sizeof(AddrBlob) || blob.magic != kBlobMagic || !okAddr || !okStreams) {
     return invalidArgument("tcp: malformed address blob from peer (rank={}, peer={}, bytes={})",
                            rank, peer, bytes.size());
   }
@@ -31,6 +32,9 @@ Status checkHello(std::span<const std::byte> bytes, uint64_t secret, int rank, i
   if (h.dstRank != rank || h.srcRank < 0 || h.srcRank >= rank || rank >= nranks)
     return invalidArgument("handshake from rank {} to rank {} is not expected here (nranks={})",
                            h.srcRank, h.dstRank, nranks);
+  if (h.nstreams < 1 || h.nstreams > kMaxStreams || h.stream < 0 || h.stream >= h.nstreams)
+    return invalidArgument("handshake for socket {} of {} (at most {} per peer)", h.stream,
+                           h.nstreams, kMaxStreams);
   return Status::ok();
 }
 

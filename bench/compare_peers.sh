@@ -1,0 +1,192 @@
+#!/usr/bin/env bash
+# compare_peers.sh - tutti next to Open MPI, MPICH and Gloo in one run, on this host.
+#
+#   bench/compare_peers.sh            full mode: 8 B .. 256 MiB, factor 2, 0.2 s per size
+#   bench/compare_peers.sh --quick    quick mode: 8 B .. 16 MiB, 0.02 s per size (a few minutes)
+#
+# Options: --out DIR (results, default build/compare-peers/results), --peers DIR (the peers'
+# sources, default ../shared/peers next to this repository or its parent), --no-install.
+# Environment filters for development runs: LIBS="ompi mpich gloo tutti", NPS="2 4",
+# TRANSPORTS="shm tcp", COLLS="allreduce,allgather,reduce_scatter,bcast,alltoall"; a filtered run
+# keeps the other libraries' result files from an earlier run in the same --out folder.
+# Also: TARGET, MAXB (override the mode), TUTTI_BUILD (tutti's build folder, default build/).
+#
+# What it does: copies the peers' harness (bench_common.h, mpi_coll_perf.cpp, gloo_perf.cpp,
+# ceilings.cpp) to a build folder (never writes into the peers' folder), builds it against Open
+# MPI, MPICH and Gloo (installing the Debian packages when missing), builds tutti's driver for the
+# same harness (bench/compare/tutti_coll_perf.cc, linked to build/lib/libtutti.so), measures the
+# machine's ceilings, then runs every library with the same sizes and rank counts:
+#   shm: Open MPI (vader), MPICH (ch4:ucx shared memory), tutti shm
+#   tcp: Open MPI (btl tcp on lo), Gloo (tcp on lo), tutti tcp
+# with 2 ranks (pinned one per core, as Open MPI binds by default) and 4 ranks (oversubscribed on
+# this 2-core machine, not pinned), for allreduce, allgather, reduce_scatter, broadcast, alltoall.
+# Then bench/compare/report.py writes, into the output folder:
+#   report.md   ratio tables: tutti / best peer per configuration and size, and the issue's targets
+#   *.png       busbw against size, one line per library (gnuplot), one plot per configuration
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/.." && pwd)
+QUICK=0
+INSTALL=1
+OUT=""
+PEERS=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --quick) QUICK=1 ;;
+    --full) QUICK=0 ;;
+    --out) OUT=$2; shift ;;
+    --peers) PEERS=$2; shift ;;
+    --no-install) INSTALL=0 ;;
+    -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
+    *) echo "compare_peers.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+if [ -z "$PEERS" ]; then
+  for d in "$top/../shared/peers" "$top/../../shared/peers"; do
+    [ -f "$d/bench_common.h" ] && PEERS=$(cd "$d" && pwd) && break
+  done
+fi
+if [ -z "$PEERS" ] || [ ! -f "$PEERS/bench_common.h" ]; then
+  echo "compare_peers.sh: peers' harness not found (looked for ../shared/peers; use --peers DIR)" >&2
+  exit 2
+fi
+TB=${TUTTI_BUILD:-$top/build}
+WORK=$TB/compare-peers
+OUT=${OUT:-$WORK/results}
+mkdir -p "$WORK/src" "$WORK/bin" "$OUT"
+OUT=$(cd "$OUT" && pwd)
+
+if [ "$QUICK" = 1 ]; then TARGET=${TARGET:-0.02}; MAXB=${MAXB:-16M}; CEIL=0.2
+else TARGET=${TARGET:-0.2}; MAXB=${MAXB:-256M}; CEIL=1.0; fi
+LIBS=${LIBS:-ompi mpich gloo tutti}
+NPS=${NPS:-2 4}
+TRANSPORTS=${TRANSPORTS:-shm tcp}
+COLLS=${COLLS:-allreduce,allgather,reduce_scatter,bcast,alltoall}
+COMMON=(-b 8 -e "$MAXB" -f 2 -T "$TARGET")
+T0=$(date +%s)
+log() { echo "[compare_peers +$(( $(date +%s) - T0 ))s] $*"; }
+has() { case " $LIBS " in *" $1 "*) return 0 ;; esac; return 1; }
+FAILS=()
+
+# ---------------------------------------------------------------- packages
+need=()
+for p in openmpi-bin libopenmpi-dev mpich libmpich-dev libgloo-dev gnuplot-nox g++; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || need+=("$p")
+done
+if [ ${#need[@]} -gt 0 ]; then
+  if [ "$INSTALL" = 0 ]; then echo "compare_peers.sh: missing packages: ${need[*]}" >&2; exit 1; fi
+  log "installing ${need[*]}"
+  "$top/tools/install_deps.sh" "${need[@]}" || exit 1
+fi
+
+# ---------------------------------------------------------------- build
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# every launcher's own traffic stays on loopback
+export OMPI_MCA_oob_tcp_if_include=lo OMPI_MCA_btl_tcp_if_include=lo HYDRA_IFACE=lo UCX_NET_DEVICES=lo
+cp "$PEERS"/bench_common.h "$PEERS"/mpi_coll_perf.cpp "$PEERS"/gloo_perf.cpp "$PEERS"/ceilings.cpp \
+  "$WORK/src/" || exit 1
+CXXFLAGS=${CXXFLAGS:--O3 -march=native -Wall}
+log "building the peers' harness in $WORK"
+B=$WORK/bin
+mpicxx.openmpi $CXXFLAGS -std=c++17 -o "$B/mpi_coll_perf.openmpi" "$WORK/src/mpi_coll_perf.cpp" || exit 1
+mpicxx.mpich $CXXFLAGS -std=c++17 -o "$B/mpi_coll_perf.mpich" "$WORK/src/mpi_coll_perf.cpp" || exit 1
+g++ $CXXFLAGS -std=c++17 -pthread -o "$B/gloo_perf" "$WORK/src/gloo_perf.cpp" -lgloo || exit 1
+g++ $CXXFLAGS -std=c++17 -pthread -o "$B/ceilings" "$WORK/src/ceilings.cpp" || exit 1
+if [ ! -x "$TB/bin/tutti-run" ] || [ ! -f "$TB/lib/libtutti.so" ]; then
+  log "building tutti (library and tutti-run) in $TB"
+  cmake -S "$top" -B "$TB" -DCMAKE_BUILD_TYPE=Release >/dev/null || exit 1
+  cmake --build "$TB" -j"$(nproc)" --target tutti tutti-run || exit 1
+fi
+g++ $CXXFLAGS -std=c++20 -I"$top/include" -I"$WORK/src" -o "$B/tutti_coll_perf" \
+  "$here/compare/tutti_coll_perf.cc" -L"$TB/lib" -ltutti -Wl,-rpath,"$TB/lib" || exit 1
+
+# ---------------------------------------------------------------- environment and ceilings
+{
+  echo "# date: $(date -Is)  mode: $([ "$QUICK" = 1 ] && echo quick || echo full)  TARGET=$TARGET MAXB=$MAXB"
+  echo "# uname: $(uname -a)"
+  echo "# loadavg at start: $(cat /proc/loadavg)"
+  echo "# tutti: $(git -C "$top" rev-parse --short HEAD 2>/dev/null) $(git -C "$top" status --porcelain 2>/dev/null | grep -q . && echo '(uncommitted changes)')"
+  lscpu | grep -E 'Model name|^CPU\(s\)|Thread|NUMA node\(s\)|L2|L3'
+  dpkg-query -W -f='${Package} ${Version}\n' openmpi-bin mpich libgloo-dev 2>/dev/null
+  sysctl kernel.yama.ptrace_scope net.ipv4.tcp_congestion_control 2>&1
+} > "$OUT/env.txt"
+if [ ! -s "$OUT/ceilings.txt" ] || [ "${CEILINGS:-1}" = 1 ]; then
+  log "ceilings (memory, CMA, TCP loopback)"
+  "$B/ceilings" -t "$CEIL" > "$OUT/ceilings.txt" 2>&1 || FAILS+=("ceilings")
+fi
+
+# ---------------------------------------------------------------- runs
+# run <file> <timeout_s> <command...>: output into $OUT/<file>.txt, stderr appended as comments.
+run() {
+  local f=$1 to=$2; shift 2
+  log "run $f"
+  timeout -k 5 "$to" "$@" > "$OUT/$f.txt" 2> "$OUT/.$f.err"
+  local rc=$?
+  if [ $rc -ne 0 ]; then FAILS+=("$f(rc=$rc)"); echo "# RUN FAILED rc=$rc" >> "$OUT/$f.txt"; fi
+  [ -s "$OUT/.$f.err" ] && sed 's/^/# stderr: /' "$OUT/.$f.err" | head -40 >> "$OUT/$f.txt"
+  rm -f "$OUT/.$f.err"
+}
+# gloo <file> <nranks> <timeout_s> <args...>: Gloo ranks are plain processes with a FileStore.
+gloo() {
+  local f=$1 n=$2 to=$3; shift 3
+  local store; store=$(mktemp -d /tmp/tutti_gloo_store.XXXXXX)
+  local pids=() rc=0 r
+  log "run $f"
+  for ((r = 0; r < n; r++)); do
+    timeout -k 5 "$to" "$B/gloo_perf" -r $r -n "$n" -s "$store" "$@" \
+      > "$OUT/.$f.r$r.out" 2> "$OUT/.$f.r$r.err" &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p" || rc=$?; done
+  cat "$OUT/.$f.r0.out" > "$OUT/$f.txt"
+  if [ $rc -ne 0 ]; then FAILS+=("$f(rc=$rc)"); echo "# RUN FAILED rc=$rc" >> "$OUT/$f.txt"; fi
+  for ((r = 0; r < n; r++)); do
+    [ -s "$OUT/.$f.r$r.err" ] && sed "s/^/# rank $r stderr: /" "$OUT/.$f.r$r.err" | head -20 >> "$OUT/$f.txt"
+    rm -f "$OUT/.$f.r$r.out" "$OUT/.$f.r$r.err"
+  done
+  rm -rf "$store"
+}
+# Gloo's names for the collectives in $COLLS (it has no reduce_scatter). Every variant for 2 ranks
+# in full mode; the usual best ones otherwise (Gloo over loopback is slow: a full sweep of every
+# variant at 4 ranks takes more than 15 minutes).
+gloo_colls() {  # nranks
+  local g=()
+  case ",$COLLS," in *,allreduce,*)
+    if [ "$QUICK" = 0 ] && [ "$1" -le 2 ]; then
+      g+=(allreduce_ring allreduce_ring_chunked allreduce_halving_doubling allreduce_bcube allreduce)
+    else g+=(allreduce_ring_chunked allreduce_halving_doubling allreduce); fi ;; esac
+  case ",$COLLS," in *,allgather,*) g+=(allgather allgather_ring) ;; esac
+  case ",$COLLS," in *,bcast,*) g+=(broadcast broadcast_one_to_all) ;; esac
+  case ",$COLLS," in *,alltoall,*) g+=(alltoall) ;; esac
+  local IFS=,; echo "${g[*]}"
+}
+
+TO=$([ "$QUICK" = 1 ] && echo 300 || echo 900)
+TRUN="$TB/bin/tutti-run"
+for n in $NPS; do
+  ompi=(mpirun.openmpi -np "$n")
+  [ "$n" -gt "$(nproc)" ] && ompi+=(--oversubscribe)
+  mpich=(mpiexec.mpich -n "$n")
+  [ "$n" -le "$(nproc)" ] && mpich=(mpiexec.mpich -bind-to core -n "$n")
+  for t in $TRANSPORTS; do
+    label="$t/np$n"
+    if [ "$t" = shm ]; then
+      has ompi && run "ompi_shm_np$n" $TO "${ompi[@]}" "$B/mpi_coll_perf.openmpi" "${COMMON[@]}" -o "$COLLS" -t "openmpi/vader/np$n"
+      has mpich && run "mpich_shm_np$n" $TO "${mpich[@]}" "$B/mpi_coll_perf.mpich" "${COMMON[@]}" -o "$COLLS" -t "mpich/ucx-shm/np$n"
+    else
+      has ompi && run "ompi_tcp_np$n" $TO "${ompi[@]}" --mca btl tcp,self --mca btl_tcp_if_include lo \
+        "$B/mpi_coll_perf.openmpi" "${COMMON[@]}" -o "$COLLS" -t "openmpi/tcp-lo/np$n"
+      gc=$(gloo_colls "$n")
+      has gloo && [ -n "$gc" ] && gloo "gloo_tcp_np$n" "$n" $TO "${COMMON[@]}" -o "$gc" -t "gloo/tcp-lo/np$n"
+    fi
+    has tutti && TUTTI_TRANSPORTS=$t run "tutti_${t}_np$n" $TO "$TRUN" -n "$n" -- \
+      "$B/tutti_coll_perf" "${COMMON[@]}" -o "$COLLS" -t "tutti/$label"
+  done
+done
+
+# ---------------------------------------------------------------- report
+log "report"
+python3 "$here/compare/report.py" "$OUT" || FAILS+=("report")
+log "done in $(( $(date +%s) - T0 )) s; results in $OUT (report.md, *.png); failures: ${FAILS[*]:-none}"
+[ ${#FAILS[@]} -eq 0 ]
