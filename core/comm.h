@@ -15,6 +15,7 @@
 #include <tuple>
 
 #include "algorithms/selector.h"
+#include "core/arg_check.h"
 #include "core/bootstrap.h"
 #include "core/call_check.h"
 #include "core/engine.h"
@@ -24,20 +25,6 @@
 #include <tutti/tutti.hpp>
 
 namespace tutti::detail {
-
-/// One call's arguments, as the API received them.
-struct CallArgs {
-  Coll coll = Coll::kAllReduce;
-  const void* send = nullptr;
-  void* recv = nullptr;
-  size_t count = 0;
-  DataType dtype = DataType::kFloat32;
-  RedOp op = RedOp::kSum;
-  int root = 0;
-  int sendPeer = -1;  ///< point to point: -1 when this call does not send
-  int recvPeer = -1;  ///< point to point: -1 when this call does not receive
-  const char* api = "";  ///< "allReduce", for messages
-};
 
 class WorkState {
  public:
