@@ -59,7 +59,9 @@ class CommImpl final : public ExecHooks, public hang::Source {
   /// Runs a plan the caller built (the NCCL layer's grouped send/recv, whose steps address user
   /// buffers by byte offset from `input`/`output`) on this thread after any queued asynchronous
   /// work, under the same rules as run(): error state, abort, sequence number. No scratch.
-  Status runPlan(Plan& plan, const void* input, void* output);
+  /// With the call check on, the plan carries the signature of `signAs` (a fused allreduce signs
+  /// as one allreduce of the total count); without it (grouped send/recv) it is not checked.
+  Status runPlan(Plan& plan, const void* input, void* output, const CallArgs* signAs = nullptr);
   /// The plan run() would execute for these (already checked) arguments, built and cached on
   /// first use: the NCCL layer fuses several calls into one plan made of exactly the steps of the
   /// unfused calls, so that fusion changes no result bit.

@@ -438,7 +438,7 @@ Result<Work> CommImpl::runAsync(const CallArgs& a) {
   return Work(state);
 }
 
-Status CommImpl::runPlan(Plan& plan, const void* input, void* output) {
+Status CommImpl::runPlan(Plan& plan, const void* input, void* output, const CallArgs* signAs) {
   TUTTI_TRY(failed());
   drainQueue();
   std::lock_guard<std::mutex> lock(execMu_);
@@ -452,6 +452,12 @@ Status CommImpl::runPlan(Plan& plan, const void* input, void* output) {
     }
   }
   ++seq_;
+  exec_.check = nullptr;
+  if (checkCalls_ && signAs) {
+    makeSignature(check_, signAs->coll, signAs->count, signAs->dtype, signAs->op, signAs->root,
+                  ++collSeq_);
+    exec_.check = &check_;
+  }
   Status s = tutti::execute(plan, input, output, scratchPool_.data(), exec_, seq_);
   if (!s.isOk()) {
     TUTTI_LOG_WARN(Subsys::kColl, "{}", s.message());

@@ -74,6 +74,10 @@ class RoundRunner {
       bytesDone_ += wireBytes() - roundBase_;
       if (ctx_.roundTimes) ctx_.roundTimes->push_back({t0, Clock::now()});
     }
+    if (inlinePending_)
+      return invalidUsage("{}: rank {} sent {} bytes with its call signature that no receive of "
+                          "rank {} took (do the ranks force different algorithms for this call?)",
+                          what(), ctx_.check->prev, ctx_.check->theirs.sig.inlineBytes, ctx_.rank);
     ctx_.bytesMoved = bytesDone_;
     return Status::ok();
   }
@@ -126,54 +130,91 @@ class RoundRunner {
   }
 
   Status postRound(const std::vector<algo::Step>& steps) {
-    using algo::Op;
     forwards_.clear();
     busy_.clear();
-    if (round_ == 0 && ctx_.check) postCheck();
-    for (const algo::Step& st : steps) {
-      if (st.count == 0) continue;
-      const size_t bytes = st.count * plan_.elemBytes;
-      switch (st.op) {
-        case Op::kCopy: {
-          std::byte* d = ptr(st.dst, st.dstOffset);
-          const std::byte* s = ptr(st.src, st.srcOffset);
-          if (d != s) std::memmove(d, s, bytes);
-          break;
-        }
-        case Op::kReduce: {
-          std::byte* d = ptr(st.dst, st.dstOffset);
-          plan_.reduce(d, d, ptr(st.src, st.srcOffset), st.count);
-          break;
-        }
-        case Op::kSend:
-          postSends(st.peer, ptr(st.src, st.srcOffset), bytes);
-          break;
-        case Op::kRecv:
-          postRecvs(st.peer, ptr(st.dst, st.dstOffset), nullptr, bytes, nullptr, nullptr);
-          break;
-        case Op::kRecvReduce:
-          postRecvs(st.peer, ptr(st.dst, st.dstOffset), ptr(st.src, st.srcOffset), bytes, nullptr,
-                    nullptr);
-          break;
-        case Op::kRecvReduceSend:
-        case Op::kRecvCopySend: {
-          Forward f{ctx_.conns[st.peer], ctx_.conns[st.sendPeer], {}, {}, 0};
-          const std::byte* src = st.op == Op::kRecvReduceSend ? ptr(st.src, st.srcOffset) : nullptr;
-          postRecvs(st.peer, ptr(st.dst, st.dstOffset), src, bytes, &f.recvSeq, &f.slices);
-          touch(st.sendPeer);
-          forwards_.push_back(std::move(f));
-          break;
-        }
+    CallCheck* check = round_ == 0 ? ctx_.check : nullptr;
+    size_t inlined = SIZE_MAX;  // the step whose data travels inside the call message
+    if (check) inlined = postCheck(steps);
+    for (size_t i = 0; i < steps.size(); ++i) {
+      const algo::Step& st = steps[i];
+      if (st.count == 0 || i == inlined) continue;
+      // Receives from the neighbour that sends the call message wait for it: its inline bytes
+      // may be the first of them.
+      if (check && receives(st.op) && st.peer == check->prev) {
+        ctx_.deferredSteps.push_back(i);
+        continue;
       }
+      TUTTI_TRY(postStep(st));
     }
     roundBase_ = wireBytes();
     return Status::ok();
   }
 
-  // The call signature goes first on both connections, before any data of the call.
-  void postCheck() {
+  static bool receives(algo::Op op) {
+    return op == algo::Op::kRecv || op == algo::Op::kRecvReduce ||
+           op == algo::Op::kRecvReduceSend || op == algo::Op::kRecvCopySend;
+  }
+
+  Status postStep(const algo::Step& st) {
+    using algo::Op;
+    if (inlinePending_ && receives(st.op) && st.peer == ctx_.check->prev) return takeInline(st);
+    const size_t bytes = st.count * plan_.elemBytes;
+    switch (st.op) {
+      case Op::kCopy: {
+        std::byte* d = ptr(st.dst, st.dstOffset);
+        const std::byte* s = ptr(st.src, st.srcOffset);
+        if (d != s) std::memmove(d, s, bytes);
+        break;
+      }
+      case Op::kReduce: {
+        std::byte* d = ptr(st.dst, st.dstOffset);
+        plan_.reduce(d, d, ptr(st.src, st.srcOffset), st.count);
+        break;
+      }
+      case Op::kSend:
+        postSends(st.peer, ptr(st.src, st.srcOffset), bytes);
+        break;
+      case Op::kRecv:
+        postRecvs(st.peer, ptr(st.dst, st.dstOffset), nullptr, bytes, nullptr, nullptr);
+        break;
+      case Op::kRecvReduce:
+        postRecvs(st.peer, ptr(st.dst, st.dstOffset), ptr(st.src, st.srcOffset), bytes, nullptr,
+                  nullptr);
+        break;
+      case Op::kRecvReduceSend:
+      case Op::kRecvCopySend: {
+        Forward f{ctx_.conns[st.peer], ctx_.conns[st.sendPeer], {}, {}, 0};
+        const std::byte* src = st.op == Op::kRecvReduceSend ? ptr(st.src, st.srcOffset) : nullptr;
+        postRecvs(st.peer, ptr(st.dst, st.dstOffset), src, bytes, &f.recvSeq, &f.slices);
+        touch(st.sendPeer);
+        forwards_.push_back(std::move(f));
+        break;
+      }
+    }
+    return Status::ok();
+  }
+
+  // The call message goes first on both connections, before any data of the call. When this
+  // rank's first message to `next` is a round-0 send small enough, its data rides along and the
+  // step is not posted (returns its index; SIZE_MAX otherwise). Steps of a round are
+  // independent, so the data is final at post time.
+  size_t postCheck(const std::vector<algo::Step>& steps) {
     CallCheck& c = *ctx_.check;
     c.seq = seq_;
+    c.mine.sig.inlineBytes = 0;
+    size_t inlined = SIZE_MAX;
+    for (size_t i = 0; i < steps.size(); ++i) {
+      const algo::Step& st = steps[i];
+      if (st.op != algo::Op::kSend || st.peer != c.next || st.count == 0) continue;
+      const size_t bytes = st.count * plan_.elemBytes;
+      if (bytes <= kInlineBytes) {
+        std::memcpy(c.mine.data, ptr(st.src, st.srcOffset), bytes);
+        c.mine.sig.inlineBytes = static_cast<uint8_t>(bytes);
+        inlined = i;
+      }
+      break;  // only the first message to `next` may ride along
+    }
+    ctx_.deferredSteps.clear();
     ctx_.conns[c.next]->postSend(&c.mine, sizeof c.mine);
     touch(c.next);
     transport::RecvSpec spec;
@@ -182,6 +223,40 @@ class RoundRunner {
     sigSeq_ = ctx_.conns[c.prev]->postRecv(spec);
     touch(c.prev);
     sigPending_ = true;
+    inlinePending_ = false;
+    return inlined;
+  }
+
+  // The neighbour's call message arrived and matched: post the receives from it that waited.
+  Status postDeferred() {
+    inlinePending_ = ctx_.check->theirs.sig.inlineBytes > 0;
+    for (size_t i : ctx_.deferredSteps) TUTTI_TRY(postStep(plan_.schedule.rounds[0][i]));
+    ctx_.deferredSteps.clear();
+    return Status::ok();
+  }
+
+  // The first receive from `prev` takes its data from the call message instead of the wire.
+  Status takeInline(const algo::Step& st) {
+    inlinePending_ = false;
+    const CallMessage& m = ctx_.check->theirs;
+    const size_t bytes = st.count * plan_.elemBytes;
+    if (bytes != m.sig.inlineBytes)
+      return invalidUsage("{}: rank {} sent its first {} bytes with its call signature, but rank "
+                          "{} expects a first message of {} bytes from it (do the ranks force "
+                          "different algorithms for this call?)",
+                          what(), ctx_.check->prev, m.sig.inlineBytes, ctx_.rank, bytes);
+    std::byte* d = ptr(st.dst, st.dstOffset);
+    if (st.op == algo::Op::kRecvReduce || st.op == algo::Op::kRecvReduceSend)
+      plan_.reduce(d, ptr(st.src, st.srcOffset), m.data, st.count);
+    else
+      std::memcpy(d, m.data, bytes);
+    if (st.op == algo::Op::kRecvReduceSend || st.op == algo::Op::kRecvCopySend) {
+      // Already received: forwarded (as one slice, like any message this small) at once.
+      forwards_.push_back(
+          Forward{ctx_.conns[st.peer], ctx_.conns[st.sendPeer], {0}, {{d, bytes}}, 0});
+      touch(st.sendPeer);
+    }
+    return Status::ok();
   }
 
   uint64_t wireBytes() const {
@@ -204,7 +279,10 @@ class RoundRunner {
       }
       if (sigPending_ && ctx_.conns[ctx_.check->prev]->recvsDone() >= sigSeq_) {
         sigPending_ = false;
-        TUTTI_TRY(verifyCall(*ctx_.check, ctx_.rank));
+        const CallSignature& theirs = ctx_.check->theirs.sig;
+        if (!sameCall(ctx_.check->mine.sig, theirs) || theirs.inlineBytes > kInlineBytes)
+          TUTTI_TRY(verifyCall(*ctx_.check, ctx_.rank));  // names what differs
+        TUTTI_TRY(postDeferred());  // what it posts keeps its connection busy below
       }
       for (Forward& f : forwards_) {
         while (f.forwarded < f.slices.size() && f.in->recvsDone() >= f.recvSeq[f.forwarded]) {
@@ -332,8 +410,9 @@ class RoundRunner {
   Clock::time_point start_;
   uint64_t bytesDone_ = 0;  // bytes moved in the finished rounds of this call
   uint64_t roundBase_ = 0;  // wireBytes() when the current round was posted
-  uint64_t sigSeq_ = 0;     // receive sequence number of the neighbour's call signature
+  uint64_t sigSeq_ = 0;     // receive sequence number of the neighbour's call message
   bool sigPending_ = false;
+  bool inlinePending_ = false;  // the neighbour's inline bytes await their receive step
 };
 
 }  // namespace
