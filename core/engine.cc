@@ -196,8 +196,9 @@ class RoundRunner {
 
   // The call message goes first on both connections, before any data of the call. When this
   // rank's first message to `next` is a round-0 send small enough, its data rides along and the
-  // step is not posted (returns its index; SIZE_MAX otherwise). Steps of a round are
-  // independent, so the data is final at post time.
+  // step is not posted (returns its index; SIZE_MAX otherwise). The data is read now, before
+  // the round's steps run; so a send that follows a local copy or reduce of the round (which run
+  // in step order at post time) is not inlined.
   size_t postCheck(const std::vector<algo::Step>& steps) {
     CallCheck& c = *ctx_.check;
     c.seq = seq_;
@@ -205,6 +206,7 @@ class RoundRunner {
     size_t inlined = SIZE_MAX;
     for (size_t i = 0; i < steps.size(); ++i) {
       const algo::Step& st = steps[i];
+      if ((st.op == algo::Op::kCopy || st.op == algo::Op::kReduce) && st.count > 0) break;
       if (st.op != algo::Op::kSend || st.peer != c.next || st.count == 0) continue;
       const size_t bytes = st.count * plan_.elemBytes;
       if (bytes <= kInlineBytes) {
