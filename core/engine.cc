@@ -133,19 +133,21 @@ class RoundRunner {
     forwards_.clear();
     busy_.clear();
     CallCheck* check = round_ == 0 ? ctx_.check : nullptr;
-    size_t inlined = SIZE_MAX;  // the step whose data travels inside the call message
-    if (check) inlined = postCheck(steps);
+    if (check) ctx_.deferredSteps.clear();
     for (size_t i = 0; i < steps.size(); ++i) {
       const algo::Step& st = steps[i];
-      if (st.count == 0 || i == inlined) continue;
-      // Receives from the neighbour that sends the call message wait for it: its inline bytes
-      // may be the first of them.
-      if (check && receives(st.op) && st.peer == check->prev) {
+      if (st.count == 0) continue;
+      // With the check, round 0's sends to `next` go after the call message (posted below, once
+      // the local steps of the round have run, so that its inline bytes are final), and the
+      // receives from `prev` wait until prev's call message has arrived and matched.
+      if (check && ((st.op == algo::Op::kSend && st.peer == check->next) ||
+                    (receives(st.op) && st.peer == check->prev))) {
         ctx_.deferredSteps.push_back(i);
         continue;
       }
       TUTTI_TRY(postStep(st));
     }
+    if (check) TUTTI_TRY(postCheck(steps));
     roundBase_ = wireBytes();
     return Status::ok();
   }
@@ -195,28 +197,30 @@ class RoundRunner {
   }
 
   // The call message goes first on both connections, before any data of the call. When this
-  // rank's first message to `next` is a round-0 send small enough, its data rides along and the
-  // step is not posted (returns its index; SIZE_MAX otherwise). The data is read now, before
-  // the round's steps run; so a send that follows a local copy or reduce of the round (which run
-  // in step order at post time) is not inlined.
-  size_t postCheck(const std::vector<algo::Step>& steps) {
+  // rank's first message of the call to `next` is a round-0 send small enough, its data rides
+  // along and the step is not posted. The other deferred sends to `next` follow in step order;
+  // ctx_.deferredSteps keeps the deferred receives from `prev` (postDeferred posts them).
+  Status postCheck(const std::vector<algo::Step>& steps) {
     CallCheck& c = *ctx_.check;
     c.seq = seq_;
     c.mine.sig.inlineBytes = 0;
-    size_t inlined = SIZE_MAX;
-    for (size_t i = 0; i < steps.size(); ++i) {
-      const algo::Step& st = steps[i];
-      if ((st.op == algo::Op::kCopy || st.op == algo::Op::kReduce) && st.count > 0) break;
-      if (st.op != algo::Op::kSend || st.peer != c.next || st.count == 0) continue;
+    std::vector<size_t>& deferred = ctx_.deferredSteps;
+    auto sendsToNext = [&](size_t k) {
+      const algo::Step& st = steps[deferred[k]];
+      return st.op == algo::Op::kSend && st.peer == c.next;
+    };
+    size_t inlined = SIZE_MAX;  // position in `deferred` of the step that rides along
+    for (size_t k = 0; k < deferred.size(); ++k) {
+      if (!sendsToNext(k)) continue;
+      const algo::Step& st = steps[deferred[k]];
       const size_t bytes = st.count * plan_.elemBytes;
-      if (bytes <= kInlineBytes) {
+      if (bytes <= kInlineBytes) {  // the local steps of the round have run: the data is final
         std::memcpy(c.mine.data, ptr(st.src, st.srcOffset), bytes);
         c.mine.sig.inlineBytes = static_cast<uint8_t>(bytes);
-        inlined = i;
+        inlined = k;
       }
       break;  // only the first message to `next` may ride along
     }
-    ctx_.deferredSteps.clear();
     ctx_.conns[c.next]->postSend(&c.mine, sizeof c.mine);
     touch(c.next);
     transport::RecvSpec spec;
@@ -226,7 +230,17 @@ class RoundRunner {
     touch(c.prev);
     sigPending_ = true;
     inlinePending_ = false;
-    return inlined;
+    size_t kept = 0;
+    for (size_t k = 0; k < deferred.size(); ++k) {
+      if (!sendsToNext(k)) {
+        deferred[kept++] = deferred[k];
+      } else if (k != inlined) {
+        const algo::Step& st = steps[deferred[k]];
+        postSends(st.peer, ptr(st.src, st.srcOffset), st.count * plan_.elemBytes);
+      }
+    }
+    deferred.resize(kept);
+    return Status::ok();
   }
 
   // The neighbour's call message arrived and matched: post the receives from it that waited.
