@@ -3,7 +3,9 @@
 // One pair of processes (fork) holds two communicators over the same transport, one with the
 // check and one without, and times alternating blocks of calls on each, so that both see the same
 // machine state (frequency, co-runners, cache); each process is pinned to its own CPU when there
-// are two. Prints the median and minimum time per call of each, and their ratio.
+// are two. Each block ends with a barrier (counted), so a block's time is the rate at which
+// every rank completes calls. Prints the median and minimum time per call of each, and their
+// ratio.
 //   tutti-check-cost [--transport shm|tcp] [--bytes 8] [--blocks 200] [--iters 1000]
 //                    [--coll allreduce|broadcast|allgather|barrier] [--in-place]
 #include <sched.h>
@@ -86,6 +88,9 @@ int rankMain(int rank, const UniqueId& idOff, const UniqueId& idOn, const Setup&
       const auto t0 = std::chrono::steady_clock::now();
       for (int i = 0; i < s.iters; ++i)
         if (!one(c, s, in, out).isOk()) return 2;
+      // Inside the timing: a rank that only sends (a broadcast root) could otherwise run ahead of
+      // its peer by a whole ring of messages, and its block time would not be the call rate.
+      if (!c.barrier().isOk()) return 2;
       const double us = std::chrono::duration<double, std::micro>(
                             std::chrono::steady_clock::now() - t0)
                             .count() /

@@ -42,6 +42,7 @@ void makeSignature(CallCheck& check, Coll coll, size_t count, DataType dtype, Re
   s.root = usesRoot(coll) ? root : 0;
   s.count = usesData(coll) ? count : 0;
   s.inlineBytes = 0;
+  check.sign = true;
 }
 
 Result<CallSignature> parseSignature(std::span<const std::byte> bytes) {
@@ -65,17 +66,17 @@ std::string describe(const CallSignature& s) {
   return out + ")";
 }
 
-Status verifyCall(const CallCheck& check, int rank) {
-  const CallSignature& a = check.mine.sig;
+Status verifyCall(const CallSignature& mine, const CallSignature& theirs, uint64_t seq, int rank,
+                  int prev, size_t maxInline) {
+  const CallSignature& a = mine;
   // The common case, on every call. Everything below formats text (error path only).
-  if (sameCall(a, check.theirs.sig) && check.theirs.sig.inlineBytes <= kInlineBytes)
-    return Status::ok();
-  auto parsed = parseSignature(std::span<const std::byte>(
-      reinterpret_cast<const std::byte*>(&check.theirs.sig), sizeof check.theirs.sig));
-  const std::string what = fmt::format("{} #{}", collText(a.coll), check.seq);
+  if (sameCall(a, theirs) && theirs.inlineBytes <= maxInline) return Status::ok();
+  auto parsed = parseSignature(
+      std::span<const std::byte>(reinterpret_cast<const std::byte*>(&theirs), sizeof theirs));
+  const std::string what = fmt::format("{} #{}", collText(a.coll), seq);
   if (!parsed.isOk())
     return invalidUsage("{}: rank {} received garbage instead of rank {}'s call signature: {}",
-                        what, rank, check.prev, parsed.status().message());
+                        what, rank, prev, parsed.status().message());
   const CallSignature& b = parsed.value();
   std::string diff;
   auto add = [&](bool differs, const char* name) {
@@ -88,14 +89,14 @@ Status verifyCall(const CallCheck& check, int rank) {
   add(a.root != b.root, "root");
   add(a.seq != b.seq, "collective sequence number");
   add(a.reserved2 != b.reserved2, "signature format");
-  if (diff.empty() && b.inlineBytes > kInlineBytes)
+  if (diff.empty() && b.inlineBytes > maxInline)
     return invalidUsage("{}: rank {} received a call message from rank {} with {} inline bytes "
-                        "(at most {}): the streams are out of step",
-                        what, rank, check.prev, b.inlineBytes, kInlineBytes);
+                        "(at most {} here): the streams are out of step",
+                        what, rank, prev, b.inlineBytes, maxInline);
   if (diff.empty()) return Status::ok();
   return invalidUsage("{}: ranks called different operations at collective call {}: rank {} "
                       "called {} but rank {} called {} (values that differ: {})",
-                      what, a.seq, rank, describe(a), check.prev, describe(b), diff);
+                      what, a.seq, rank, describe(a), prev, describe(b), diff);
 }
 
 }  // namespace tutti

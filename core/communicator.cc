@@ -399,8 +399,10 @@ Status CommImpl::execute(const CallArgs& a, bool inPlace) {
   auto p = plan(a, inPlace);
   if (!p.isOk()) return p.status();
   exec_.check = nullptr;
-  if (checkCalls_ && a.coll != Coll::kSendRecv) {
-    makeSignature(check_, a.coll, a.count, a.dtype, a.op, a.root, ++collSeq_);
+  if (checkCalls_) {  // unsigned calls still settle a carried call message (call_check.h)
+    check_.sign = false;
+    if (a.coll != Coll::kSendRecv)
+      makeSignature(check_, a.coll, a.count, a.dtype, a.op, a.root, ++collSeq_);
     exec_.check = &check_;
   }
   curSeq_.store(seq_, std::memory_order_relaxed);
@@ -453,9 +455,11 @@ Status CommImpl::runPlan(Plan& plan, const void* input, void* output, const Call
   }
   ++seq_;
   exec_.check = nullptr;
-  if (checkCalls_ && signAs) {
-    makeSignature(check_, signAs->coll, signAs->count, signAs->dtype, signAs->op, signAs->root,
-                  ++collSeq_);
+  if (checkCalls_) {
+    check_.sign = false;
+    if (signAs)
+      makeSignature(check_, signAs->coll, signAs->count, signAs->dtype, signAs->op, signAs->root,
+                    ++collSeq_);
     exec_.check = &check_;
   }
   Status s = tutti::execute(plan, input, output, scratchPool_.data(), exec_, seq_);

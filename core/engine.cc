@@ -64,8 +64,14 @@ class RoundRunner {
   Status run() {
     const auto& rounds = plan_.schedule.rounds;
     start_ = Clock::now();
-    // With the call check on, round 0 also carries the signature (even for an empty schedule).
-    const size_t n = std::max<size_t>(rounds.size(), ctx_.check ? 1 : 0);
+    CallCheck* check = ctx_.check;
+    sign_ = check && check->sign;
+    if (check) {
+      prevConn_ = ctx_.conns[check->prev];
+      lazyOk_ = sign_ && !receivesFromPrev();
+    }
+    // A signed call also exchanges call messages in round 0 (even with an empty schedule).
+    const size_t n = std::max<size_t>(rounds.size(), sign_ ? 1 : 0);
     for (size_t r = 0; r < n; ++r) {
       round_ = r;
       const Clock::time_point t0 = ctx_.roundTimes ? Clock::now() : Clock::time_point{};
@@ -77,7 +83,17 @@ class RoundRunner {
     if (inlinePending_)
       return invalidUsage("{}: rank {} sent {} bytes with its call signature that no receive of "
                           "rank {} took (do the ranks force different algorithms for this call?)",
-                          what(), ctx_.check->prev, ctx_.check->theirs.sig.inlineBytes, ctx_.rank);
+                          what(), check->prev, check->theirs[check->slot].sig.inlineBytes,
+                          ctx_.rank);
+    if (sign_) {
+      if (sigPending_) {  // finished before prev's call message came: compared later
+        CallCheck::Carried& k =
+            check->carried[(check->carriedHead + check->carriedCount) % CallCheck::kMaxCarried];
+        k = {sigSeq_, check->mine.sig, seq_, check->slot};
+        ++check->carriedCount;
+      }
+      check->slot = (check->slot + 1) % (CallCheck::kMaxCarried + 1);
+    }
     ctx_.bytesMoved = bytesDone_;
     return Status::ok();
   }
@@ -90,7 +106,11 @@ class RoundRunner {
                        what(), plan_.algorithm, round_, plan_.schedule.rounds.size(), waitingFor(),
                        bytesDone_ + wireBytes() - roundBase_, secs) +
            (sigPending_ ? fmt::format("; rank {} has not entered this call", ctx_.check->prev)
-                        : std::string());
+                        : std::string()) +
+           (ctx_.check && ctx_.check->carriedCount > 0
+                ? fmt::format("; rank {} has not entered call #{}", ctx_.check->prev,
+                              ctx_.check->carried[ctx_.check->carriedHead].seq)
+                : std::string());
   }
 
  private:
@@ -106,7 +126,7 @@ class RoundRunner {
   void postSends(int peer, const std::byte* p, size_t bytes) {
     const size_t s = sliceBytes();
     for (size_t off = 0; off < bytes; off += s)
-      ctx_.conns[peer]->postSend(p + off, std::min(s, bytes - off));
+      noteSend(ctx_.conns[peer], ctx_.conns[peer]->postSend(p + off, std::min(s, bytes - off)));
     touch(peer);
   }
   // Posts a receive in slices; returns the sequence numbers.
@@ -132,7 +152,7 @@ class RoundRunner {
   Status postRound(const std::vector<algo::Step>& steps) {
     forwards_.clear();
     busy_.clear();
-    CallCheck* check = round_ == 0 ? ctx_.check : nullptr;
+    CallCheck* check = round_ == 0 && sign_ ? ctx_.check : nullptr;
     if (check) ctx_.deferredSteps.clear();
     for (size_t i = 0; i < steps.size(); ++i) {
       const algo::Step& st = steps[i];
@@ -221,11 +241,11 @@ class RoundRunner {
       }
       break;  // only the first message to `next` may ride along
     }
-    ctx_.conns[c.next]->postSend(&c.mine, sizeof c.mine);
+    noteSend(ctx_.conns[c.next], ctx_.conns[c.next]->postSend(&c.mine, sizeof c.mine));
     touch(c.next);
     transport::RecvSpec spec;
-    spec.dst = &c.theirs;
-    spec.bytes = sizeof c.theirs;
+    spec.dst = &c.theirs[c.slot];
+    spec.bytes = sizeof(CallMessage);
     sigSeq_ = ctx_.conns[c.prev]->postRecv(spec);
     touch(c.prev);
     sigPending_ = true;
@@ -245,7 +265,7 @@ class RoundRunner {
 
   // The neighbour's call message arrived and matched: post the receives from it that waited.
   Status postDeferred() {
-    inlinePending_ = ctx_.check->theirs.sig.inlineBytes > 0;
+    inlinePending_ = ctx_.check->theirs[ctx_.check->slot].sig.inlineBytes > 0;
     for (size_t i : ctx_.deferredSteps) TUTTI_TRY(postStep(plan_.schedule.rounds[0][i]));
     ctx_.deferredSteps.clear();
     return Status::ok();
@@ -254,7 +274,7 @@ class RoundRunner {
   // The first receive from `prev` takes its data from the call message instead of the wire.
   Status takeInline(const algo::Step& st) {
     inlinePending_ = false;
-    const CallMessage& m = ctx_.check->theirs;
+    const CallMessage& m = ctx_.check->theirs[ctx_.check->slot];
     const size_t bytes = st.count * plan_.elemBytes;
     if (bytes != m.sig.inlineBytes)
       return invalidUsage("{}: rank {} sent its first {} bytes with its call signature, but rank "
@@ -293,22 +313,26 @@ class RoundRunner {
         Status s = c->progress();
         if (!s.isOk()) return wrap(s);
       }
-      if (sigPending_ && ctx_.conns[ctx_.check->prev]->recvsDone() >= sigSeq_) {
+      // An earlier call's carried message arrives before this call's (same connection).
+      if (ctx_.check && ctx_.check->carriedCount > 0) TUTTI_TRY(settleCarried());
+      if (sigPending_ && prevConn_->recvsDone() >= sigSeq_) {
         sigPending_ = false;
-        const CallSignature& theirs = ctx_.check->theirs.sig;
-        if (!sameCall(ctx_.check->mine.sig, theirs) || theirs.inlineBytes > kInlineBytes)
-          TUTTI_TRY(verifyCall(*ctx_.check, ctx_.rank));  // names what differs
+        const CallCheck& c = *ctx_.check;
+        const CallSignature& theirs = c.theirs[c.slot].sig;
+        if (!sameCall(c.mine.sig, theirs) || theirs.inlineBytes > kInlineBytes)
+          TUTTI_TRY(verifyCall(c.mine.sig, theirs, seq_, ctx_.rank, c.prev));  // names it
         TUTTI_TRY(postDeferred());  // what it posts keeps its connection busy below
       }
       for (Forward& f : forwards_) {
         while (f.forwarded < f.slices.size() && f.in->recvsDone() >= f.recvSeq[f.forwarded]) {
-          f.out->postSend(f.slices[f.forwarded].first, f.slices[f.forwarded].second);
+          noteSend(f.out,
+                   f.out->postSend(f.slices[f.forwarded].first, f.slices[f.forwarded].second));
           ++f.forwarded;
         }
         if (f.forwarded < f.slices.size()) done = false;
       }
       for (int peer : busy_)
-        if (!ctx_.conns[peer]->idle()) done = false;
+        if (!ctx_.conns[peer]->idle() && !mayLeave(peer)) done = false;
       if (done) return Status::ok();
 
       const uint64_t m = moved();
@@ -328,6 +352,43 @@ class RoundRunner {
       }
       TUTTI_TRY(sleepWait(lastCheck));
     }
+  }
+
+  // A send to `prev` was posted (the lazy end needs every one of them done).
+  void noteSend(const transport::Connection* c, uint64_t seq) {
+    if (c == prevConn_) lastPrevSend_ = seq;
+  }
+
+  bool receivesFromPrev() const {
+    for (const auto& round : plan_.schedule.rounds)
+      for (const algo::Step& st : round)
+        if (st.count > 0 && receives(st.op) && st.peer == ctx_.check->prev) return true;
+    return false;
+  }
+
+  // Whether a round may end although `peer` is not idle: a signed call that receives no data
+  // from prev, whose outstanding receives from prev are therefore call messages only, with room
+  // to carry its own, and every send to prev done. Later rounds do not need prev's message; at
+  // the end of the call it is carried.
+  bool mayLeave(int peer) const {
+    return lazyOk_ && sigPending_ && peer == ctx_.check->prev && ctx_.deferredSteps.empty() &&
+           ctx_.check->carriedCount < CallCheck::kMaxCarried &&
+           prevConn_->sendsDone() >= lastPrevSend_;
+  }
+
+  // Compares the carried call messages that have arrived with our signatures of those calls.
+  // Those calls received nothing from prev, so the messages must carry no data either.
+  Status settleCarried() {
+    CallCheck& c = *ctx_.check;
+    const uint64_t done = prevConn_->recvsDone();
+    while (c.carriedCount > 0 && c.carried[c.carriedHead].recv <= done) {
+      const CallCheck::Carried k = c.carried[c.carriedHead];
+      c.carriedHead = (c.carriedHead + 1) % CallCheck::kMaxCarried;
+      --c.carriedCount;
+      TUTTI_TRY(verifyCall(k.mine, c.theirs[k.slot].sig, k.seq, ctx_.rank, c.prev,
+                           /*maxInline=*/0));
+    }
+    return Status::ok();
   }
 
   uint64_t moved() const {
@@ -429,6 +490,11 @@ class RoundRunner {
   uint64_t sigSeq_ = 0;     // receive sequence number of the neighbour's call message
   bool sigPending_ = false;
   bool inlinePending_ = false;  // the neighbour's inline bytes await their receive step
+  bool sign_ = false;           // this call exchanges call messages
+  bool lazyOk_ = false;         // signed, and nothing to receive from prev: may finish without
+                                // prev's call message (it is then carried)
+  transport::Connection* prevConn_ = nullptr;
+  uint64_t lastPrevSend_ = 0;  // sequence number of the last send posted to prev
 };
 
 }  // namespace
