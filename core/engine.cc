@@ -68,7 +68,7 @@ class RoundRunner {
     sign_ = check && check->sign;
     if (check) {
       prevConn_ = ctx_.conns[check->prev];
-      lazyOk_ = sign_ && !receivesFromPrev();
+      lazyOk_ = !receivesFromPrev();
     }
     // A signed call also exchanges call messages in round 0 (even with an empty schedule).
     const size_t n = std::max<size_t>(rounds.size(), sign_ ? 1 : 0);
@@ -366,13 +366,13 @@ class RoundRunner {
     return false;
   }
 
-  // Whether a round may end although `peer` is not idle: a signed call that receives no data
-  // from prev, whose outstanding receives from prev are therefore call messages only, with room
-  // to carry its own, and every send to prev done. Later rounds do not need prev's message; at
-  // the end of the call it is carried.
+  // Whether a round may end although `peer` is not idle: a call that receives no data from prev,
+  // whose outstanding receives from prev are therefore call messages only (carried ones, and its
+  // own when signed, with room to carry it), and every send to prev done. Later rounds do not
+  // need prev's message; at the end of the call it is carried.
   bool mayLeave(int peer) const {
-    return lazyOk_ && sigPending_ && peer == ctx_.check->prev && ctx_.deferredSteps.empty() &&
-           ctx_.check->carriedCount < CallCheck::kMaxCarried &&
+    return lazyOk_ && peer == ctx_.check->prev && ctx_.deferredSteps.empty() &&
+           (!sigPending_ || ctx_.check->carriedCount < CallCheck::kMaxCarried) &&
            prevConn_->sendsDone() >= lastPrevSend_;
   }
 
@@ -491,8 +491,8 @@ class RoundRunner {
   bool sigPending_ = false;
   bool inlinePending_ = false;  // the neighbour's inline bytes await their receive step
   bool sign_ = false;           // this call exchanges call messages
-  bool lazyOk_ = false;         // signed, and nothing to receive from prev: may finish without
-                                // prev's call message (it is then carried)
+  bool lazyOk_ = false;         // nothing to receive from prev: may finish without prev's call
+                                // messages (they are then carried)
   transport::Connection* prevConn_ = nullptr;
   uint64_t lastPrevSend_ = 0;  // sequence number of the last send posted to prev
 };
