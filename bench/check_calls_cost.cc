@@ -12,15 +12,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <string>
-#include <vector>
-
-#include <CLI/CLI.hpp>
 #include <tutti/tutti.hpp>
+#include <vector>
 
 namespace {
 
@@ -91,10 +90,9 @@ int rankMain(int rank, const UniqueId& idOff, const UniqueId& idOn, const Setup&
       // Inside the timing: a rank that only sends (a broadcast root) could otherwise run ahead of
       // its peer by a whole ring of messages, and its block time would not be the call rate.
       if (!c.barrier().isOk()) return 2;
-      const double us = std::chrono::duration<double, std::micro>(
-                            std::chrono::steady_clock::now() - t0)
-                            .count() /
-                        s.iters;
+      const double us =
+          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() /
+          s.iters;
       (useOn ? tOn : tOff).push_back(us);
     }
   }
@@ -102,11 +100,12 @@ int rankMain(int rank, const UniqueId& idOff, const UniqueId& idOn, const Setup&
     const double mOff = median(tOff), mOn = median(tOn);
     const double minOff = *std::min_element(tOff.begin(), tOff.end());
     const double minOn = *std::min_element(tOn.begin(), tOn.end());
-    std::printf("%s %s%s %zu B, 2 ranks, %d blocks x %d calls: check off %.3f us, on %.3f us "
-                "(median %+.1f%%); min off %.3f on %.3f (%+.1f%%)\n",
-                s.transport.c_str(), s.coll.c_str(), s.inPlace ? " in place" : "", s.bytes,
-                s.blocks, s.iters, mOff, mOn, 100 * (mOn - mOff) / mOff, minOff, minOn,
-                100 * (minOn - minOff) / minOff);
+    std::printf(
+        "%s %s%s %zu B, 2 ranks, %d blocks x %d calls: check off %.3f us, on %.3f us "
+        "(median %+.1f%%); min off %.3f on %.3f (%+.1f%%)\n",
+        s.transport.c_str(), s.coll.c_str(), s.inPlace ? " in place" : "", s.bytes, s.blocks,
+        s.iters, mOff, mOn, 100 * (mOn - mOff) / mOff, minOff, minOn,
+        100 * (minOn - minOff) / minOff);
   }
   return 0;
 }

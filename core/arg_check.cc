@@ -42,9 +42,10 @@ Status checkCount(const char* api, size_t count, DataType dtype, int nranks) {
   const size_t elem = dataTypeBytes(dtype);
   const size_t n = static_cast<size_t>(nranks > 0 ? nranks : 1);
   if (elem > 0 && count > (SIZE_MAX / 2) / elem / n)
-    return invalidArgument("{}: count {} is too large for dtype {} and {} ranks (count*{}*{} bytes "
-                           "overflow; a negative count?)",
-                           api, count, dataTypeName(dtype), nranks, elem, nranks);
+    return invalidArgument(
+        "{}: count {} is too large for dtype {} and {} ranks (count*{}*{} bytes "
+        "overflow; a negative count?)",
+        api, count, dataTypeName(dtype), nranks, elem, nranks);
   return Status::ok();
 }
 
@@ -66,9 +67,10 @@ Status checkCall(const CallArgs& a, int rank, int nranks, bool* inPlace) {
                                nranks, peer, rank);
     }
     if ((a.sendPeer == rank) != (a.recvPeer == rank))
-      return invalidUsage("{}: a send to or receive from this rank itself must be paired in one "
-                          "sendRecv call (rank={})",
-                          a.api, rank);
+      return invalidUsage(
+          "{}: a send to or receive from this rank itself must be paired in one "
+          "sendRecv call (rank={})",
+          a.api, rank);
   }
   if (a.count == 0 || a.coll == Coll::kBarrier) return Status::ok();
   TUTTI_TRY(checkCount(a.api, a.count, a.dtype, nranks));
@@ -106,9 +108,10 @@ Status checkCall(const CallArgs& a, int rank, int nranks, bool* inPlace) {
       break;
   }
   if (!*inPlace)
-    return invalidArgument("{}: sendbuff and recvbuff overlap in a way {} does not allow "
-                           "(sendbuff={}, recvbuff={}, count={}, rank={}){}",
-                           a.api, a.api, a.send, a.recv, a.count, rank, inPlaceHint(a.coll));
+    return invalidArgument(
+        "{}: sendbuff and recvbuff overlap in a way {} does not allow "
+        "(sendbuff={}, recvbuff={}, count={}, rank={}){}",
+        a.api, a.api, a.send, a.recv, a.count, rank, inPlaceHint(a.coll));
   return Status::ok();
 }
 

@@ -7,9 +7,9 @@
 #pragma once
 
 #include <cstddef>
+#include <tutti/types.hpp>
 
 #include "core/status.h"
-#include <tutti/types.hpp>
 
 namespace tutti::detail {
 
@@ -22,8 +22,8 @@ struct CallArgs {
   DataType dtype = DataType::kFloat32;
   RedOp op = RedOp::kSum;
   int root = 0;
-  int sendPeer = -1;  ///< point to point: -1 when this call does not send
-  int recvPeer = -1;  ///< point to point: -1 when this call does not receive
+  int sendPeer = -1;     ///< point to point: -1 when this call does not send
+  int recvPeer = -1;     ///< point to point: -1 when this call does not receive
   const char* api = "";  ///< "allReduce", for messages
 };
 

@@ -90,13 +90,15 @@ Status verifyCall(const CallSignature& mine, const CallSignature& theirs, uint64
   add(a.seq != b.seq, "collective sequence number");
   add(a.reserved2 != b.reserved2, "signature format");
   if (diff.empty() && b.inlineBytes > maxInline)
-    return invalidUsage("{}: rank {} received a call message from rank {} with {} inline bytes "
-                        "(at most {} here): the streams are out of step",
-                        what, rank, prev, b.inlineBytes, maxInline);
+    return invalidUsage(
+        "{}: rank {} received a call message from rank {} with {} inline bytes "
+        "(at most {} here): the streams are out of step",
+        what, rank, prev, b.inlineBytes, maxInline);
   if (diff.empty()) return Status::ok();
-  return invalidUsage("{}: ranks called different operations at collective call {}: rank {} "
-                      "called {} but rank {} called {} (values that differ: {})",
-                      what, a.seq, rank, describe(a), prev, describe(b), diff);
+  return invalidUsage(
+      "{}: ranks called different operations at collective call {}: rank {} "
+      "called {} but rank {} called {} (values that differ: {})",
+      what, a.seq, rank, describe(a), prev, describe(b), diff);
 }
 
 }  // namespace tutti

@@ -73,9 +73,9 @@ struct CallCheck {
   alignas(64) CallMessage theirs[kMaxCarried + 1];
   int next = -1;  ///< rank + 1 (mod n): receives our call message
   int prev = -1;  ///< rank - 1 (mod n): sends us theirs
-  bool sign = false;  ///< the running call exchanges call messages
-  int slot = 0;       ///< theirs[slot] takes the running call's message
-  uint64_t seq = 0;   ///< engine's sequence number of the running call, for messages
+  bool sign = false;             ///< the running call exchanges call messages
+  int slot = 0;                  ///< theirs[slot] takes the running call's message
+  uint64_t seq = 0;              ///< engine's sequence number of the running call, for messages
   Carried carried[kMaxCarried];  ///< FIFO: carried[(carriedHead + i) % kMaxCarried]
   int carriedHead = 0;
   int carriedCount = 0;

@@ -81,10 +81,10 @@ class RoundRunner {
       if (ctx_.roundTimes) ctx_.roundTimes->push_back({t0, Clock::now()});
     }
     if (inlinePending_)
-      return invalidUsage("{}: rank {} sent {} bytes with its call signature that no receive of "
-                          "rank {} took (do the ranks force different algorithms for this call?)",
-                          what(), check->prev, check->theirs[check->slot].sig.inlineBytes,
-                          ctx_.rank);
+      return invalidUsage(
+          "{}: rank {} sent {} bytes with its call signature that no receive of "
+          "rank {} took (do the ranks force different algorithms for this call?)",
+          what(), check->prev, check->theirs[check->slot].sig.inlineBytes, ctx_.rank);
     if (sign_) {
       if (sigPending_) {  // finished before prev's call message came: compared later
         CallCheck::Carried& k =
@@ -101,10 +101,11 @@ class RoundRunner {
   // One line of a hang report: the call, its round, the peers it waits for, bytes moved.
   std::string reportLine() const {
     const double secs = std::chrono::duration<double>(Clock::now() - start_).count();
-    return fmt::format("{} (algorithm {}): round {} of {}, waiting for {}, {} bytes moved, {:.1f} s "
-                       "in the call",
-                       what(), plan_.algorithm, round_, plan_.schedule.rounds.size(), waitingFor(),
-                       bytesDone_ + wireBytes() - roundBase_, secs) +
+    return fmt::format(
+               "{} (algorithm {}): round {} of {}, waiting for {}, {} bytes moved, {:.1f} s "
+               "in the call",
+               what(), plan_.algorithm, round_, plan_.schedule.rounds.size(), waitingFor(),
+               bytesDone_ + wireBytes() - roundBase_, secs) +
            (sigPending_ ? fmt::format("; rank {} has not entered this call", ctx_.check->prev)
                         : std::string()) +
            (ctx_.check && ctx_.check->carriedCount > 0
@@ -277,10 +278,11 @@ class RoundRunner {
     const CallMessage& m = ctx_.check->theirs[ctx_.check->slot];
     const size_t bytes = st.count * plan_.elemBytes;
     if (bytes != m.sig.inlineBytes)
-      return invalidUsage("{}: rank {} sent its first {} bytes with its call signature, but rank "
-                          "{} expects a first message of {} bytes from it (do the ranks force "
-                          "different algorithms for this call?)",
-                          what(), ctx_.check->prev, m.sig.inlineBytes, ctx_.rank, bytes);
+      return invalidUsage(
+          "{}: rank {} sent its first {} bytes with its call signature, but rank "
+          "{} expects a first message of {} bytes from it (do the ranks force "
+          "different algorithms for this call?)",
+          what(), ctx_.check->prev, m.sig.inlineBytes, ctx_.rank, bytes);
     std::byte* d = ptr(st.dst, st.dstOffset);
     if (st.op == algo::Op::kRecvReduce || st.op == algo::Op::kRecvReduceSend)
       plan_.reduce(d, ptr(st.src, st.srcOffset), m.data, st.count);

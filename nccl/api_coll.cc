@@ -43,8 +43,8 @@ ncclResult_t enqueue(PendingOp op, ncclDataType_t datatype, ncclRedOp_t redop, n
   auto bad = [&](const Status& st) { return failArg(st, s); };
   if (Status u = checkUsable(*s, op.api); !u.isOk()) return bad(u);
   if (static_cast<unsigned>(datatype) >= ncclNumTypes)
-    return bad(invalidArgument("{}: invalid datatype (datatype={})", op.api,
-                               static_cast<int>(datatype)));
+    return bad(
+        invalidArgument("{}: invalid datatype (datatype={})", op.api, static_cast<int>(datatype)));
   op.dtype = static_cast<DataType>(datatype);
   if (op.kind == PendingOp::Kind::kColl && hasReduction(op.coll)) {
     const int v = static_cast<int>(redop);

@@ -157,18 +157,20 @@ class Checker {
   void healthy(const std::string& after) {
     ++round_;
     std::vector<int32_t> in(kCount), out(kCount, -1);
-    for (size_t i = 0; i < kCount; ++i) in[i] = static_cast<int32_t>((rank_ + 1) * (i + 1) + round_);
+    for (size_t i = 0; i < kCount; ++i)
+      in[i] = static_cast<int32_t>((rank_ + 1) * (i + 1) + round_);
     Status s = c_.allReduce(in.data(), out.data(), kCount, DataType::kInt32, RedOp::kSum);
     if (!s.isOk()) {
       fail("allreduce after " + after, s.toString());
       return;
     }
     for (size_t i = 0; i < kCount; ++i) {
-      const int32_t want = static_cast<int32_t>((i + 1) * kRanks * (kRanks + 1) / 2 + kRanks * round_);
+      const int32_t want =
+          static_cast<int32_t>((i + 1) * kRanks * (kRanks + 1) / 2 + kRanks * round_);
       if (out[i] != want) {
-        fail("allreduce after " + after,
-             "element " + std::to_string(i) + " is " + std::to_string(out[i]) + ", expected " +
-                 std::to_string(want));
+        fail("allreduce after " + after, "element " + std::to_string(i) + " is " +
+                                             std::to_string(out[i]) + ", expected " +
+                                             std::to_string(want));
         return;
       }
     }
@@ -176,7 +178,8 @@ class Checker {
 
   void fail(const std::string& what, const std::string& why) {
     ++failures_;
-    if (failures_ <= 40) std::fprintf(stderr, "rank %d: %s: %s\n", rank_, what.c_str(), why.c_str());
+    if (failures_ <= 40)
+      std::fprintf(stderr, "rank %d: %s: %s\n", rank_, what.c_str(), why.c_str());
   }
 
   int failures() const { return failures_; }
@@ -321,7 +324,7 @@ void badArguments(Checker& k, Communicator& c, const Entry& e) {
       case Coll::kAllToAll:
         a.send = k.recv(0);  // no in-place form at all
         break;
-      case Coll::kGather:  // recv is written on the root only
+      case Coll::kGather:   // recv is written on the root only
       case Coll::kScatter:  // send is read on the root only
         a.send = k.recv(0);
         applies = rank == root;
@@ -364,64 +367,68 @@ void validNeighbours(Checker& k, Communicator& c) {
   // Null buffers a rank does not use.
   for (size_t i = 0; i < kCount; ++i) buf[i] = value(rank, i);
   std::fill(out.begin(), out.end(), -1);
-  k.expectOk("broadcast: null sendbuff off the root",
-             c.broadcast(rank == root ? buf.data() : nullptr, out.data(), kCount,
-                         DataType::kInt32, root));
-  check("broadcast: null sendbuff off the root", out, [&](size_t i) { return value(root, i); },
-        kCount);
+  k.expectOk(
+      "broadcast: null sendbuff off the root",
+      c.broadcast(rank == root ? buf.data() : nullptr, out.data(), kCount, DataType::kInt32, root));
+  check(
+      "broadcast: null sendbuff off the root", out, [&](size_t i) { return value(root, i); },
+      kCount);
   std::fill(out.begin(), out.end(), -1);
   k.expectOk("reduce: null recvbuff off the root",
              c.reduce(buf.data(), rank == root ? out.data() : nullptr, kCount, DataType::kInt32,
                       RedOp::kMax, root));
   if (rank == root)
-    check("reduce: null recvbuff off the root", out, [&](size_t i) { return value(n - 1, i); },
-          kCount);
+    check(
+        "reduce: null recvbuff off the root", out, [&](size_t i) { return value(n - 1, i); },
+        kCount);
   std::fill(out.begin(), out.end(), -1);
-  k.expectOk("gather: null recvbuff off the root",
-             c.gather(buf.data(), rank == root ? out.data() : nullptr, kCount, DataType::kInt32,
-                      root));
+  k.expectOk(
+      "gather: null recvbuff off the root",
+      c.gather(buf.data(), rank == root ? out.data() : nullptr, kCount, DataType::kInt32, root));
   if (rank == root)
-    check("gather: null recvbuff off the root", out,
-          [&](size_t i) { return value(static_cast<int>(i / kCount), i % kCount); },
-          kRanks * kCount);
+    check(
+        "gather: null recvbuff off the root", out,
+        [&](size_t i) { return value(static_cast<int>(i / kCount), i % kCount); }, kRanks * kCount);
   for (size_t i = 0; i < kRanks * kCount; ++i) buf[i] = value(static_cast<int>(i / kCount), i);
   std::fill(out.begin(), out.end(), -1);
-  k.expectOk("scatter: null sendbuff off the root",
-             c.scatter(rank == root ? buf.data() : nullptr, out.data(), kCount, DataType::kInt32,
-                       root));
-  check("scatter: null sendbuff off the root", out,
-        [&](size_t i) { return value(rank, rank * kCount + i); }, kCount);
+  k.expectOk(
+      "scatter: null sendbuff off the root",
+      c.scatter(rank == root ? buf.data() : nullptr, out.data(), kCount, DataType::kInt32, root));
+  check(
+      "scatter: null sendbuff off the root", out,
+      [&](size_t i) { return value(rank, rank * kCount + i); }, kCount);
   // The exact in-place forms.
   for (size_t i = 0; i < kCount; ++i) buf[i] = value(rank, i);
   k.expectOk("allReduce in place",
              c.allReduce(buf.data(), buf.data(), kCount, DataType::kInt32, RedOp::kSum));
-  check("allReduce in place", buf,
-        [&](size_t i) { return static_cast<int32_t>(100 * (0 + 1 + 2) + 3 * (i + 1)); }, kCount);
+  check(
+      "allReduce in place", buf,
+      [&](size_t i) { return static_cast<int32_t>(100 * (0 + 1 + 2) + 3 * (i + 1)); }, kCount);
   for (size_t i = 0; i < kCount; ++i) buf[i] = value(rank, i);
   k.expectOk("broadcast in place",
              c.broadcast(buf.data(), buf.data(), kCount, DataType::kInt32, root));
-  check("broadcast in place", buf, [&](size_t i) { return value(root, i); }, kCount);
+  check(
+      "broadcast in place", buf, [&](size_t i) { return value(root, i); }, kCount);
   for (size_t i = 0; i < kCount; ++i) buf[i] = value(rank, i);
   k.expectOk("reduce in place",
              c.reduce(buf.data(), buf.data(), kCount, DataType::kInt32, RedOp::kMin, root));
-  if (rank == root) check("reduce in place", buf, [&](size_t i) { return value(0, i); }, kCount);
+  if (rank == root)
+    check(
+        "reduce in place", buf, [&](size_t i) { return value(0, i); }, kCount);
   std::fill(buf.begin(), buf.end(), -1);
   for (size_t i = 0; i < kCount; ++i) buf[rank * kCount + i] = value(rank, i);
-  k.expectOk("allGather in place", c.allGather(buf.data() + rank * kCount, buf.data(), kCount,
-                                               DataType::kInt32));
-  check("allGather in place", buf,
-        [&](size_t i) { return value(static_cast<int>(i / kCount), i % kCount); },
-        kRanks * kCount);
+  k.expectOk("allGather in place",
+             c.allGather(buf.data() + rank * kCount, buf.data(), kCount, DataType::kInt32));
+  check(
+      "allGather in place", buf,
+      [&](size_t i) { return value(static_cast<int>(i / kCount), i % kCount); }, kRanks * kCount);
   for (size_t i = 0; i < kRanks * kCount; ++i) buf[i] = value(rank, i);
-  k.expectOk("reduceScatter in place",
-             c.reduceScatter(buf.data(), buf.data() + rank * kCount, kCount, DataType::kInt32,
-                             RedOp::kSum));
+  k.expectOk("reduceScatter in place", c.reduceScatter(buf.data(), buf.data() + rank * kCount,
+                                                       kCount, DataType::kInt32, RedOp::kSum));
   std::vector<int32_t> mine(buf.begin() + rank * kCount, buf.begin() + (rank + 1) * kCount);
-  check("reduceScatter in place", mine,
-        [&](size_t i) {
-          return static_cast<int32_t>(300 + 3 * (rank * kCount + i + 1));
-        },
-        kCount);
+  check(
+      "reduceScatter in place", mine,
+      [&](size_t i) { return static_cast<int32_t>(300 + 3 * (rank * kCount + i + 1)); }, kCount);
   k.healthy("valid neighbours");
 }
 

@@ -96,8 +96,9 @@ TEST_CASE("a collective that waits too long fails with Timeout naming the peers"
   INFO("transport=" << transport);
   // The ring, where rank 0 waits on rank 2 and rank 2 on rank 1 (the selector would pick
   // one_shot for 4 KB, where everyone waits on rank 1 and rank 1's late call can still finish).
-  runRaw(3, {{"TUTTI_TRANSPORTS", transport}, {"TUTTI_TIMEOUT", "1"}, {"TUTTI_ALGO", "allreduce:ring"}},
-         [](int rank) -> int {
+  std::vector<std::pair<std::string, std::string>> env = {
+      {"TUTTI_TRANSPORTS", transport}, {"TUTTI_TIMEOUT", "1"}, {"TUTTI_ALGO", "allreduce:ring"}};
+  runRaw(3, env, [](int rank) -> int {
     auto c = Communicator::fromEnvironment();
     TUTTI_CHILD_CHECK(c.isOk());
     TUTTI_CHILD_CHECK(c->barrier().isOk());

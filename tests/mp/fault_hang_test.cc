@@ -264,7 +264,9 @@ TEST_CASE("the call check keeps every result exact across mixed calls", "[mp]") 
       [&](int rank) -> int {
         auto c = Communicator::fromEnvironment();
         TUTTI_CHILD_CHECK(c.isOk());
-        auto v = [](int r, int it, size_t i) { return static_cast<int32_t>(r * 1000 + it * 10 + i); };
+        auto v = [](int r, int it, size_t i) {
+          return static_cast<int32_t>(r * 1000 + it * 10 + i);
+        };
         std::vector<int32_t> in(64 * n), out(64 * n);
         for (int it = 0; it < 120; ++it) {
           const size_t count = 1 + static_cast<size_t>(it % 11);  // 4..44 bytes: inline or not

@@ -9,6 +9,7 @@
 // ncclAllReduce and check it. Inside a group, a bad call cancels the group: nothing runs.
 // Usage: nccl_bad_input [nranks]  (exit status 0 when every check passed).
 #include <sys/wait.h>
+#include <tutti/nccl.h>
 #include <unistd.h>
 
 #include <climits>
@@ -19,8 +20,6 @@
 #include <functional>
 #include <string>
 #include <vector>
-
-#include <tutti/nccl.h>
 
 namespace {
 
@@ -34,8 +33,17 @@ void fail(const std::string& what, const std::string& why) {
 
 // Every call of the table, with its NCCL name.
 enum class Call {
-  kAllReduce, kReduce, kBcast, kBroadcast, kReduceScatter, kAllGather, kAlltoAll, kGather,
-  kScatter, kSend, kRecv
+  kAllReduce,
+  kReduce,
+  kBcast,
+  kBroadcast,
+  kReduceScatter,
+  kAllGather,
+  kAlltoAll,
+  kGather,
+  kScatter,
+  kSend,
+  kRecv
 };
 struct Entry {
   const char* api;
@@ -134,8 +142,8 @@ void healthy(ncclComm_t comm, const std::string& after) {
   }
   ncclResult_t r = ncclAllReduce(in, out, kCount, ncclInt32, ncclSum, comm, nullptr);
   if (r != ncclSuccess) {
-    fail("allreduce after " + after, std::string(ncclGetErrorString(r)) + ": " +
-                                         ncclGetLastError(nullptr));
+    fail("allreduce after " + after,
+         std::string(ncclGetErrorString(r)) + ": " + ncclGetLastError(nullptr));
     return;
   }
   for (size_t i = 0; i < kCount; ++i) {
@@ -327,8 +335,8 @@ void validNeighbours(ncclComm_t comm) {
   expect("ncclBroadcast: null sendbuff off the root", r, out, kCount,
          [&](size_t i) { return value(root, i); });
   std::fill(out.begin(), out.end(), -1);
-  r = ncclReduce(buf.data(), gRank == root ? out.data() : nullptr, kCount, ncclInt32, ncclMax,
-                 root, comm, nullptr);
+  r = ncclReduce(buf.data(), gRank == root ? out.data() : nullptr, kCount, ncclInt32, ncclMax, root,
+                 comm, nullptr);
   expect("ncclReduce: null recvbuff off the root", r, out, gRank == root ? kCount : 0,
          [&](size_t i) { return value(n - 1, i); });
   std::fill(out.begin(), out.end(), -1);
@@ -345,9 +353,8 @@ void validNeighbours(ncclComm_t comm) {
   // In place.
   for (size_t i = 0; i < kCount; ++i) buf[i] = value(gRank, i);
   r = ncclAllReduce(buf.data(), buf.data(), kCount, ncclInt32, ncclSum, comm, nullptr);
-  expect("ncclAllReduce in place", r, buf, kCount, [&](size_t i) {
-    return static_cast<int32_t>(100 * n * (n - 1) / 2 + n * (i + 1));
-  });
+  expect("ncclAllReduce in place", r, buf, kCount,
+         [&](size_t i) { return static_cast<int32_t>(100 * n * (n - 1) / 2 + n * (i + 1)); });
   for (size_t i = 0; i < kCount; ++i) buf[i] = value(gRank, i);
   r = ncclBcast(buf.data(), kCount, ncclInt32, root, comm, nullptr);
   expect("ncclBcast", r, buf, kCount, [&](size_t i) { return value(root, i); });
@@ -398,7 +405,8 @@ void deadHandlesAndIds() {
   }
   ncclComm_t aborted = nullptr;
   ncclUniqueId id2;
-  if (ncclGetUniqueId(&id2) != ncclSuccess || ncclCommInitRank(&aborted, 1, id2, 0) != ncclSuccess) {
+  if (ncclGetUniqueId(&id2) != ncclSuccess ||
+      ncclCommInitRank(&aborted, 1, id2, 0) != ncclSuccess) {
     fail("second ncclCommInitRank", ncclGetLastError(nullptr));
     return;
   }
