@@ -115,6 +115,15 @@ CallArgs makeArgs(const char* api, Coll coll, const void* send, void* recv, size
   a.root = root;
   return a;
 }
+
+// The peer of a point-to-point call, named as the caller passed it (CallArgs uses -1 for "no
+// send" / "no receive", so -1 must be rejected here).
+Status checkPeer(const char* api, const char* arg, int peer, int rank, int nranks) {
+  if (peer < 0 || peer >= nranks)
+    return invalidArgument("{}: {} {} is outside [0, {}) ({}={}, rank={})", api, arg, peer, nranks,
+                           arg, peer, rank);
+  return Status::ok();
+}
 }  // namespace
 
 Status Communicator::allReduce(const void* send, void* recv, size_t count, DataType dtype,
@@ -161,23 +170,26 @@ Status Communicator::scatter(const void* send, void* recv, size_t count, DataTyp
 }
 Status Communicator::send(const void* buf, size_t count, DataType dtype, int peer) {
   TUTTI_COMM_OR_FAIL("send");
+  TUTTI_TRY(checkPeer("send", "peer", peer, impl_->rank(), impl_->size()));
   CallArgs a = makeArgs("send", Coll::kSendRecv, buf, nullptr, count, dtype, RedOp::kSum, 0);
   a.sendPeer = peer;
-  if (peer == -1) a.sendPeer = -2;  // -1 means "no send": make it an out-of-range peer
   return impl_->run(a);
 }
 Status Communicator::recv(void* buf, size_t count, DataType dtype, int peer) {
   TUTTI_COMM_OR_FAIL("recv");
+  TUTTI_TRY(checkPeer("recv", "peer", peer, impl_->rank(), impl_->size()));
   CallArgs a = makeArgs("recv", Coll::kSendRecv, nullptr, buf, count, dtype, RedOp::kSum, 0);
-  a.recvPeer = peer == -1 ? -2 : peer;
+  a.recvPeer = peer;
   return impl_->run(a);
 }
 Status Communicator::sendRecv(const void* send, int sendPeer, void* recv, int recvPeer,
                               size_t count, DataType dtype) {
   TUTTI_COMM_OR_FAIL("sendRecv");
+  TUTTI_TRY(checkPeer("sendRecv", "sendPeer", sendPeer, impl_->rank(), impl_->size()));
+  TUTTI_TRY(checkPeer("sendRecv", "recvPeer", recvPeer, impl_->rank(), impl_->size()));
   CallArgs a = makeArgs("sendRecv", Coll::kSendRecv, send, recv, count, dtype, RedOp::kSum, 0);
-  a.sendPeer = sendPeer == -1 ? -2 : sendPeer;
-  a.recvPeer = recvPeer == -1 ? -2 : recvPeer;
+  a.sendPeer = sendPeer;
+  a.recvPeer = recvPeer;
   return impl_->run(a);
 }
 Status Communicator::barrier() {

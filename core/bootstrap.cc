@@ -154,7 +154,16 @@ void serveRoot(net::Fd listen, uint64_t secret, std::chrono::milliseconds timeou
         }
         const Hello& h = parsed.value();
         if ((h.secret ^ secret) != 0) {
+          // A well-formed hello with another secret: a rank of this job given a wrong or stale
+          // UniqueId. Tell it (InvalidUsage on its side) instead of only closing; the text says
+          // nothing about the secret itself.
           reject(from, "it did not present the UniqueId's secret");
+          (void)net::sendMsg(fd.get(),
+                             fmt::format("Ebootstrap: the root at {} refused rank {}: its "
+                                         "UniqueId carries another secret (an id from another "
+                                         "job or an earlier run, or corrupted bytes)",
+                                         where, h.rank),
+                             net::deadlineAfter(std::chrono::seconds(1)), "bootstrap root reply");
           return false;
         }
         std::string err;

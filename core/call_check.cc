@@ -33,7 +33,7 @@ std::string collText(uint8_t coll) {
 
 void makeSignature(CallCheck& check, Coll coll, size_t count, DataType dtype, RedOp op, int root,
                    uint64_t collSeq) {
-  CallSignature& s = check.mine;
+  CallSignature& s = check.mine.sig;
   s.magic = kSigMagic;
   s.seq = static_cast<uint32_t>(collSeq);
   s.coll = static_cast<uint8_t>(coll);
@@ -41,7 +41,8 @@ void makeSignature(CallCheck& check, Coll coll, size_t count, DataType dtype, Re
   s.op = usesOp(coll) ? static_cast<uint8_t>(op) : 0;
   s.root = usesRoot(coll) ? root : 0;
   s.count = usesData(coll) ? count : 0;
-  check.theirs = CallSignature{};
+  s.inlineBytes = 0;
+  check.sign = true;
 }
 
 Result<CallSignature> parseSignature(std::span<const std::byte> bytes) {
@@ -65,14 +66,17 @@ std::string describe(const CallSignature& s) {
   return out + ")";
 }
 
-Status verifyCall(const CallCheck& check, int rank) {
-  const CallSignature& a = check.mine;
-  auto parsed = parseSignature(std::span<const std::byte>(
-      reinterpret_cast<const std::byte*>(&check.theirs), sizeof check.theirs));
-  const std::string what = fmt::format("{} #{}", collText(a.coll), check.seq);
+Status verifyCall(const CallSignature& mine, const CallSignature& theirs, uint64_t seq, int rank,
+                  int prev, size_t maxInline) {
+  const CallSignature& a = mine;
+  // The common case, on every call. Everything below formats text (error path only).
+  if (sameCall(a, theirs) && theirs.inlineBytes <= maxInline) return Status::ok();
+  auto parsed = parseSignature(
+      std::span<const std::byte>(reinterpret_cast<const std::byte*>(&theirs), sizeof theirs));
+  const std::string what = fmt::format("{} #{}", collText(a.coll), seq);
   if (!parsed.isOk())
     return invalidUsage("{}: rank {} received garbage instead of rank {}'s call signature: {}",
-                        what, rank, check.prev, parsed.status().message());
+                        what, rank, prev, parsed.status().message());
   const CallSignature& b = parsed.value();
   std::string diff;
   auto add = [&](bool differs, const char* name) {
@@ -84,10 +88,17 @@ Status verifyCall(const CallCheck& check, int rank) {
   add(a.op != b.op, "op");
   add(a.root != b.root, "root");
   add(a.seq != b.seq, "collective sequence number");
+  add(a.reserved2 != b.reserved2, "signature format");
+  if (diff.empty() && b.inlineBytes > maxInline)
+    return invalidUsage(
+        "{}: rank {} received a call message from rank {} with {} inline bytes "
+        "(at most {} here): the streams are out of step",
+        what, rank, prev, b.inlineBytes, maxInline);
   if (diff.empty()) return Status::ok();
-  return invalidUsage("{}: ranks called different operations at collective call {}: rank {} "
-                      "called {} but rank {} called {} (values that differ: {})",
-                      what, a.seq, rank, describe(a), check.prev, describe(b), diff);
+  return invalidUsage(
+      "{}: ranks called different operations at collective call {}: rank {} "
+      "called {} but rank {} called {} (values that differ: {})",
+      what, a.seq, rank, describe(a), prev, describe(b), diff);
 }
 
 }  // namespace tutti

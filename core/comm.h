@@ -15,6 +15,7 @@
 #include <tuple>
 
 #include "algorithms/selector.h"
+#include "core/arg_check.h"
 #include "core/bootstrap.h"
 #include "core/call_check.h"
 #include "core/engine.h"
@@ -24,20 +25,6 @@
 #include <tutti/tutti.hpp>
 
 namespace tutti::detail {
-
-/// One call's arguments, as the API received them.
-struct CallArgs {
-  Coll coll = Coll::kAllReduce;
-  const void* send = nullptr;
-  void* recv = nullptr;
-  size_t count = 0;
-  DataType dtype = DataType::kFloat32;
-  RedOp op = RedOp::kSum;
-  int root = 0;
-  int sendPeer = -1;  ///< point to point: -1 when this call does not send
-  int recvPeer = -1;  ///< point to point: -1 when this call does not receive
-  const char* api = "";  ///< "allReduce", for messages
-};
 
 class WorkState {
  public:
@@ -72,7 +59,9 @@ class CommImpl final : public ExecHooks, public hang::Source {
   /// Runs a plan the caller built (the NCCL layer's grouped send/recv, whose steps address user
   /// buffers by byte offset from `input`/`output`) on this thread after any queued asynchronous
   /// work, under the same rules as run(): error state, abort, sequence number. No scratch.
-  Status runPlan(Plan& plan, const void* input, void* output);
+  /// With the call check on, the plan carries the signature of `signAs` (a fused allreduce signs
+  /// as one allreduce of the total count); without it (grouped send/recv) it is not checked.
+  Status runPlan(Plan& plan, const void* input, void* output, const CallArgs* signAs = nullptr);
   /// The plan run() would execute for these (already checked) arguments, built and cached on
   /// first use: the NCCL layer fuses several calls into one plan made of exactly the steps of the
   /// unfused calls, so that fusion changes no result bit.

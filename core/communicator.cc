@@ -53,12 +53,6 @@ std::string trim(std::string s) {
   return s.substr(i);
 }
 
-bool overlaps(const void* a, size_t aBytes, const void* b, size_t bBytes) {
-  if (aBytes == 0 || bBytes == 0) return false;
-  auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
-  return x < y + bBytes && y < x + aBytes;
-}
-
 }  // namespace
 
 // ---- WorkState ----
@@ -336,65 +330,7 @@ Result<std::string> CommImpl::loadSchedule(const std::string& path) {
 // ---- argument checks ----
 
 Status CommImpl::check(const CallArgs& a, bool* inPlace) const {
-  *inPlace = false;
-  if (!isValid(a.dtype))
-    return invalidArgument("{}: invalid dtype (dtype={})", a.api, static_cast<int>(a.dtype));
-  if (!isValid(a.op))
-    return invalidArgument("{}: invalid reduction op (op={})", a.api, static_cast<int>(a.op));
-  const bool rooted = a.coll == Coll::kBroadcast || a.coll == Coll::kReduce ||
-                      a.coll == Coll::kGather || a.coll == Coll::kScatter;
-  if (rooted && (a.root < 0 || a.root >= nranks_))
-    return invalidArgument("{}: root {} is outside [0, {}) (rank={})", a.api, a.root, nranks_,
-                           rank_);
-  for (int peer : {a.sendPeer, a.recvPeer}) {
-    if (a.coll == Coll::kSendRecv && peer != -1 && (peer < 0 || peer >= nranks_))
-      return invalidArgument("{}: peer {} is outside [0, {}) (rank={})", a.api, peer, nranks_,
-                             rank_);
-  }
-  if (a.coll == Coll::kSendRecv && (a.sendPeer == rank_) != (a.recvPeer == rank_))
-    return invalidUsage("{}: a send to or receive from this rank itself must be paired in one "
-                        "sendRecv call (rank={})",
-                        a.api, rank_);
-  if (a.count == 0 || a.coll == Coll::kBarrier) return Status::ok();
-  const size_t elem = dataTypeBytes(a.dtype);
-  if (a.count > (SIZE_MAX / 2) / elem / static_cast<size_t>(nranks_))
-    return invalidArgument("{}: count {} is too large for dtype {} and {} ranks", a.api, a.count,
-                           dataTypeName(a.dtype), nranks_);
-  algo::CollShape s{a.coll, rank_, nranks_, a.count, a.dtype, a.op, a.root, false};
-  size_t inBytes = algo::bufferCount(s, algo::Buf::kInput) * elem;
-  size_t outBytes = algo::bufferCount(s, algo::Buf::kOutput) * elem;
-  if (a.coll == Coll::kSendRecv) {
-    if (a.sendPeer < 0) inBytes = 0;
-    if (a.recvPeer < 0) outBytes = 0;
-  }
-  if (inBytes > 0 && !a.send)
-    return invalidArgument("{}: sendbuff is NULL (count={}, rank={})", a.api, a.count, rank_);
-  if (outBytes > 0 && !a.recv)
-    return invalidArgument("{}: recvbuff is NULL (count={}, rank={})", a.api, a.count, rank_);
-  if (!overlaps(a.send, inBytes, a.recv, outBytes)) return Status::ok();
-  const auto* sp = static_cast<const std::byte*>(a.send);
-  const auto* rp = static_cast<const std::byte*>(a.recv);
-  const size_t rankOffset = static_cast<size_t>(rank_) * a.count * elem;
-  switch (a.coll) {
-    case Coll::kAllReduce:
-    case Coll::kBroadcast:
-    case Coll::kReduce:
-      *inPlace = sp == rp;
-      break;
-    case Coll::kAllGather:
-      *inPlace = sp == rp + rankOffset;
-      break;
-    case Coll::kReduceScatter:
-      *inPlace = rp == sp + rankOffset;
-      break;
-    default:
-      break;
-  }
-  if (!*inPlace)
-    return invalidArgument("{}: sendbuff and recvbuff overlap in a way {} does not allow "
-                           "(sendbuff={}, recvbuff={}, count={}, rank={})",
-                           a.api, a.api, a.send, a.recv, a.count, rank_);
-  return Status::ok();
+  return checkCall(a, rank_, nranks_, inPlace);
 }
 
 // ---- plans ----
@@ -475,8 +411,10 @@ Status CommImpl::execute(const CallArgs& a, bool inPlace) {
   auto p = plan(a, inPlace);
   if (!p.isOk()) return p.status();
   exec_.check = nullptr;
-  if (checkCalls_ && a.coll != Coll::kSendRecv) {
-    makeSignature(check_, a.coll, a.count, a.dtype, a.op, a.root, ++collSeq_);
+  if (checkCalls_) {  // unsigned calls still settle a carried call message (call_check.h)
+    check_.sign = false;
+    if (a.coll != Coll::kSendRecv)
+      makeSignature(check_, a.coll, a.count, a.dtype, a.op, a.root, ++collSeq_);
     exec_.check = &check_;
   }
   curSeq_.store(seq_, std::memory_order_relaxed);
@@ -529,7 +467,7 @@ Result<Work> CommImpl::runAsync(const CallArgs& a) {
   return Work(state);
 }
 
-Status CommImpl::runPlan(Plan& plan, const void* input, void* output) {
+Status CommImpl::runPlan(Plan& plan, const void* input, void* output, const CallArgs* signAs) {
   TUTTI_TRY(failed());
   drainQueue();
   std::lock_guard<std::mutex> lock(execMu_);
@@ -543,6 +481,14 @@ Status CommImpl::runPlan(Plan& plan, const void* input, void* output) {
     }
   }
   ++seq_;
+  exec_.check = nullptr;
+  if (checkCalls_) {
+    check_.sign = false;
+    if (signAs)
+      makeSignature(check_, signAs->coll, signAs->count, signAs->dtype, signAs->op, signAs->root,
+                    ++collSeq_);
+    exec_.check = &check_;
+  }
   Status s = tutti::execute(plan, input, output, scratchPool_.data(), exec_, seq_);
   if (!s.isOk()) {
     TUTTI_LOG_WARN(Subsys::kColl, "{}", s.message());

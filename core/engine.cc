@@ -70,8 +70,14 @@ class RoundRunner {
 
   Status run() {
     const auto& rounds = plan_.schedule.rounds;
-    // With the call check on, round 0 also carries the signature (even for an empty schedule).
-    const size_t n = std::max<size_t>(rounds.size(), ctx_.check ? 1 : 0);
+    CallCheck* check = ctx_.check;
+    sign_ = check && check->sign;
+    if (check) {
+      prevConn_ = ctx_.conns[check->prev];
+      lazyOk_ = !receivesFromPrev();
+    }
+    // A signed call also exchanges call messages in round 0 (even with an empty schedule).
+    const size_t n = std::max<size_t>(rounds.size(), sign_ ? 1 : 0);
     for (size_t r = 0; r < n; ++r) {
       round_ = r;
       const Clock::time_point t0 = ctx_.roundTimes ? Clock::now() : Clock::time_point{};
@@ -80,6 +86,20 @@ class RoundRunner {
       TUTTI_TRY(drive());
       bytesDone_ += wireBytes() - roundBase_;
       if (ctx_.roundTimes) ctx_.roundTimes->push_back({t0, Clock::now()});
+    }
+    if (inlinePending_)
+      return invalidUsage(
+          "{}: rank {} sent {} bytes with its call signature that no receive of "
+          "rank {} took (do the ranks force different algorithms for this call?)",
+          what(), check->prev, check->theirs[check->slot].sig.inlineBytes, ctx_.rank);
+    if (sign_) {
+      if (sigPending_) {  // finished before prev's call message came: compared later
+        CallCheck::Carried& k =
+            check->carried[(check->carriedHead + check->carriedCount) % CallCheck::kMaxCarried];
+        k = {sigSeq_, check->mine.sig, seq_, check->slot};
+        ++check->carriedCount;
+      }
+      check->slot = (check->slot + 1) % (CallCheck::kMaxCarried + 1);
     }
     ctx_.bytesMoved = bytesDone_;
     return Status::ok();
@@ -91,12 +111,17 @@ class RoundRunner {
     const double secs = start_ == Clock::time_point{}
                             ? 0.0
                             : std::chrono::duration<double>(Clock::now() - start_).count();
-    return fmt::format("{} (algorithm {}): round {} of {}, waiting for {}, {} bytes moved, {:.1f} s "
-                       "waiting",
-                       what(), plan_.algorithm, round_, plan_.schedule.rounds.size(), waitingFor(),
-                       bytesDone_ + wireBytes() - roundBase_, secs) +
+    return fmt::format(
+               "{} (algorithm {}): round {} of {}, waiting for {}, {} bytes moved, {:.1f} s "
+               "waiting",
+               what(), plan_.algorithm, round_, plan_.schedule.rounds.size(), waitingFor(),
+               bytesDone_ + wireBytes() - roundBase_, secs) +
            (sigPending_ ? fmt::format("; rank {} has not entered this call", ctx_.check->prev)
-                        : std::string());
+                        : std::string()) +
+           (ctx_.check && ctx_.check->carriedCount > 0
+                ? fmt::format("; rank {} has not entered call #{}", ctx_.check->prev,
+                              ctx_.check->carried[ctx_.check->carriedHead].seq)
+                : std::string());
   }
 
  private:
@@ -112,7 +137,7 @@ class RoundRunner {
   void postSends(int peer, const std::byte* p, size_t bytes) {
     const size_t s = sliceBytes();
     for (size_t off = 0; off < bytes; off += s)
-      ctx_.conns[peer]->postSend(p + off, std::min(s, bytes - off));
+      noteSend(ctx_.conns[peer], ctx_.conns[peer]->postSend(p + off, std::min(s, bytes - off)));
     touch(peer);
   }
   // Posts a receive in slices; returns the sequence numbers.
@@ -136,68 +161,163 @@ class RoundRunner {
   }
 
   Status postRound(const std::vector<algo::Step>& steps) {
-    using algo::Op;
     nForwards_ = 0;
     busy_.clear();
-    if (round_ == 0 && ctx_.check) postCheck();
-    for (const algo::Step& st : steps) {
+    CallCheck* check = round_ == 0 && sign_ ? ctx_.check : nullptr;
+    if (check) ctx_.deferredSteps.clear();
+    for (size_t i = 0; i < steps.size(); ++i) {
+      const algo::Step& st = steps[i];
       if (st.count == 0) continue;
-      const size_t bytes = st.count * plan_.elemBytes;
-      switch (st.op) {
-        case Op::kCopy: {
-          std::byte* d = ptr(st.dst, st.dstOffset);
-          const std::byte* s = ptr(st.src, st.srcOffset);
-          if (d != s) std::memmove(d, s, bytes);
-          break;
-        }
-        case Op::kReduce: {
-          std::byte* d = ptr(st.dst, st.dstOffset);
-          plan_.reduce(d, d, ptr(st.src, st.srcOffset), st.count);
-          break;
-        }
-        case Op::kSend:
-          postSends(st.peer, ptr(st.src, st.srcOffset), bytes);
-          break;
-        case Op::kRecv:
-          postRecvs(st.peer, ptr(st.dst, st.dstOffset), nullptr, bytes, nullptr, nullptr);
-          break;
-        case Op::kRecvReduce:
-          postRecvs(st.peer, ptr(st.dst, st.dstOffset), ptr(st.src, st.srcOffset), bytes, nullptr,
-                    nullptr);
-          break;
-        case Op::kRecvReduceSend:
-        case Op::kRecvCopySend: {
-          if (!forwards_) forwards_ = &forwardPool();  // thread-local: looked up only when used
-          if (nForwards_ == forwards_->size()) forwards_->emplace_back();
-          Forward& f = (*forwards_)[nForwards_++];
-          f.in = ctx_.conns[st.peer];
-          f.out = ctx_.conns[st.sendPeer];
-          f.recvSeq.clear();
-          f.slices.clear();
-          f.forwarded = 0;
-          const std::byte* src = st.op == Op::kRecvReduceSend ? ptr(st.src, st.srcOffset) : nullptr;
-          postRecvs(st.peer, ptr(st.dst, st.dstOffset), src, bytes, &f.recvSeq, &f.slices);
-          touch(st.sendPeer);
-          break;
-        }
+      // With the check, round 0's sends to `next` go after the call message (posted below, once
+      // the local steps of the round have run, so that its inline bytes are final), and the
+      // receives from `prev` wait until prev's call message has arrived and matched.
+      if (check && ((st.op == algo::Op::kSend && st.peer == check->next) ||
+                    (receives(st.op) && st.peer == check->prev))) {
+        ctx_.deferredSteps.push_back(i);
+        continue;
       }
+      TUTTI_TRY(postStep(st));
     }
+    if (check) TUTTI_TRY(postCheck(steps));
     roundBase_ = wireBytes();
     return Status::ok();
   }
 
-  // The call signature goes first on both connections, before any data of the call.
-  void postCheck() {
+  static bool receives(algo::Op op) {
+    return op == algo::Op::kRecv || op == algo::Op::kRecvReduce ||
+           op == algo::Op::kRecvReduceSend || op == algo::Op::kRecvCopySend;
+  }
+
+  Status postStep(const algo::Step& st) {
+    using algo::Op;
+    if (inlinePending_ && receives(st.op) && st.peer == ctx_.check->prev) return takeInline(st);
+    const size_t bytes = st.count * plan_.elemBytes;
+    switch (st.op) {
+      case Op::kCopy: {
+        std::byte* d = ptr(st.dst, st.dstOffset);
+        const std::byte* s = ptr(st.src, st.srcOffset);
+        if (d != s) std::memmove(d, s, bytes);
+        break;
+      }
+      case Op::kReduce: {
+        std::byte* d = ptr(st.dst, st.dstOffset);
+        plan_.reduce(d, d, ptr(st.src, st.srcOffset), st.count);
+        break;
+      }
+      case Op::kSend:
+        postSends(st.peer, ptr(st.src, st.srcOffset), bytes);
+        break;
+      case Op::kRecv:
+        postRecvs(st.peer, ptr(st.dst, st.dstOffset), nullptr, bytes, nullptr, nullptr);
+        break;
+      case Op::kRecvReduce:
+        postRecvs(st.peer, ptr(st.dst, st.dstOffset), ptr(st.src, st.srcOffset), bytes, nullptr,
+                  nullptr);
+        break;
+      case Op::kRecvReduceSend:
+      case Op::kRecvCopySend: {
+        Forward& f = addForward(st.peer, st.sendPeer);
+        const std::byte* src = st.op == Op::kRecvReduceSend ? ptr(st.src, st.srcOffset) : nullptr;
+        postRecvs(st.peer, ptr(st.dst, st.dstOffset), src, bytes, &f.recvSeq, &f.slices);
+        touch(st.sendPeer);
+        break;
+      }
+    }
+    return Status::ok();
+  }
+
+  // The call message goes first on both connections, before any data of the call. When this
+  // rank's first message of the call to `next` is a round-0 send small enough, its data rides
+  // along and the step is not posted. The other deferred sends to `next` follow in step order;
+  // ctx_.deferredSteps keeps the deferred receives from `prev` (postDeferred posts them).
+  Status postCheck(const std::vector<algo::Step>& steps) {
     CallCheck& c = *ctx_.check;
     c.seq = seq_;
-    ctx_.conns[c.next]->postSend(&c.mine, sizeof c.mine);
+    c.mine.sig.inlineBytes = 0;
+    std::vector<size_t>& deferred = ctx_.deferredSteps;
+    auto sendsToNext = [&](size_t k) {
+      const algo::Step& st = steps[deferred[k]];
+      return st.op == algo::Op::kSend && st.peer == c.next;
+    };
+    size_t inlined = SIZE_MAX;  // position in `deferred` of the step that rides along
+    for (size_t k = 0; k < deferred.size(); ++k) {
+      if (!sendsToNext(k)) continue;
+      const algo::Step& st = steps[deferred[k]];
+      const size_t bytes = st.count * plan_.elemBytes;
+      if (bytes <= kInlineBytes) {  // the local steps of the round have run: the data is final
+        std::memcpy(c.mine.data, ptr(st.src, st.srcOffset), bytes);
+        c.mine.sig.inlineBytes = static_cast<uint8_t>(bytes);
+        inlined = k;
+      }
+      break;  // only the first message to `next` may ride along
+    }
+    noteSend(ctx_.conns[c.next], ctx_.conns[c.next]->postSend(&c.mine, sizeof c.mine));
     touch(c.next);
     transport::RecvSpec spec;
-    spec.dst = &c.theirs;
-    spec.bytes = sizeof c.theirs;
+    spec.dst = &c.theirs[c.slot];
+    spec.bytes = sizeof(CallMessage);
     sigSeq_ = ctx_.conns[c.prev]->postRecv(spec);
     touch(c.prev);
     sigPending_ = true;
+    inlinePending_ = false;
+    size_t kept = 0;
+    for (size_t k = 0; k < deferred.size(); ++k) {
+      if (!sendsToNext(k)) {
+        deferred[kept++] = deferred[k];
+      } else if (k != inlined) {
+        const algo::Step& st = steps[deferred[k]];
+        postSends(st.peer, ptr(st.src, st.srcOffset), st.count * plan_.elemBytes);
+      }
+    }
+    deferred.resize(kept);
+    return Status::ok();
+  }
+
+  // The neighbour's call message arrived and matched: post the receives from it that waited.
+  Status postDeferred() {
+    inlinePending_ = ctx_.check->theirs[ctx_.check->slot].sig.inlineBytes > 0;
+    for (size_t i : ctx_.deferredSteps) TUTTI_TRY(postStep(plan_.schedule.rounds[0][i]));
+    ctx_.deferredSteps.clear();
+    return Status::ok();
+  }
+
+  // The first receive from `prev` takes its data from the call message instead of the wire.
+  Status takeInline(const algo::Step& st) {
+    inlinePending_ = false;
+    const CallMessage& m = ctx_.check->theirs[ctx_.check->slot];
+    const size_t bytes = st.count * plan_.elemBytes;
+    if (bytes != m.sig.inlineBytes)
+      return invalidUsage(
+          "{}: rank {} sent its first {} bytes with its call signature, but rank "
+          "{} expects a first message of {} bytes from it (do the ranks force "
+          "different algorithms for this call?)",
+          what(), ctx_.check->prev, m.sig.inlineBytes, ctx_.rank, bytes);
+    std::byte* d = ptr(st.dst, st.dstOffset);
+    if (st.op == algo::Op::kRecvReduce || st.op == algo::Op::kRecvReduceSend)
+      plan_.reduce(d, ptr(st.src, st.srcOffset), m.data, st.count);
+    else
+      std::memcpy(d, m.data, bytes);
+    if (st.op == algo::Op::kRecvReduceSend || st.op == algo::Op::kRecvCopySend) {
+      // Already received: forwarded (as one slice, like any message this small) at once.
+      Forward& f = addForward(st.peer, st.sendPeer);
+      f.recvSeq.push_back(0);
+      f.slices.push_back({d, bytes});
+      touch(st.sendPeer);
+    }
+    return Status::ok();
+  }
+
+  // A reset forwarding entry from the per-thread pool (keeps its vectors' capacity).
+  Forward& addForward(int inPeer, int outPeer) {
+    if (!forwards_) forwards_ = &forwardPool();  // thread-local: looked up only when used
+    if (nForwards_ == forwards_->size()) forwards_->emplace_back();
+    Forward& f = (*forwards_)[nForwards_++];
+    f.in = ctx_.conns[inPeer];
+    f.out = ctx_.conns[outPeer];
+    f.recvSeq.clear();
+    f.slices.clear();
+    f.forwarded = 0;
+    return f;
   }
 
   uint64_t wireBytes() const {
@@ -218,20 +338,27 @@ class RoundRunner {
         Status s = c->progress();
         if (!s.isOk()) return wrap(s);
       }
-      if (sigPending_ && ctx_.conns[ctx_.check->prev]->recvsDone() >= sigSeq_) {
+      // An earlier call's carried message arrives before this call's (same connection).
+      if (ctx_.check && ctx_.check->carriedCount > 0) TUTTI_TRY(settleCarried());
+      if (sigPending_ && prevConn_->recvsDone() >= sigSeq_) {
         sigPending_ = false;
-        TUTTI_TRY(verifyCall(*ctx_.check, ctx_.rank));
+        const CallCheck& c = *ctx_.check;
+        const CallSignature& theirs = c.theirs[c.slot].sig;
+        if (!sameCall(c.mine.sig, theirs) || theirs.inlineBytes > kInlineBytes)
+          TUTTI_TRY(verifyCall(c.mine.sig, theirs, seq_, ctx_.rank, c.prev));  // names it
+        TUTTI_TRY(postDeferred());  // what it posts keeps its connection busy below
       }
       for (size_t i = 0; i < nForwards_; ++i) {
         Forward& f = (*forwards_)[i];
         while (f.forwarded < f.slices.size() && f.in->recvsDone() >= f.recvSeq[f.forwarded]) {
-          f.out->postSend(f.slices[f.forwarded].first, f.slices[f.forwarded].second);
+          noteSend(f.out,
+                   f.out->postSend(f.slices[f.forwarded].first, f.slices[f.forwarded].second));
           ++f.forwarded;
         }
         if (f.forwarded < f.slices.size()) done = false;
       }
       for (int peer : busy_)
-        if (!ctx_.conns[peer]->idle()) done = false;
+        if (!ctx_.conns[peer]->idle() && !mayLeave(peer)) done = false;
       if (done) return Status::ok();
 
       const uint64_t m = moved();
@@ -251,6 +378,43 @@ class RoundRunner {
       }
       TUTTI_TRY(sleepWait(lastCheck));
     }
+  }
+
+  // A send to `prev` was posted (the lazy end needs every one of them done).
+  void noteSend(const transport::Connection* c, uint64_t seq) {
+    if (c == prevConn_) lastPrevSend_ = seq;
+  }
+
+  bool receivesFromPrev() const {
+    for (const auto& round : plan_.schedule.rounds)
+      for (const algo::Step& st : round)
+        if (st.count > 0 && receives(st.op) && st.peer == ctx_.check->prev) return true;
+    return false;
+  }
+
+  // Whether a round may end although `peer` is not idle: a call that receives no data from prev,
+  // whose outstanding receives from prev are therefore call messages only (carried ones, and its
+  // own when signed, with room to carry it), and every send to prev done. Later rounds do not
+  // need prev's message; at the end of the call it is carried.
+  bool mayLeave(int peer) const {
+    return lazyOk_ && peer == ctx_.check->prev && ctx_.deferredSteps.empty() &&
+           (!sigPending_ || ctx_.check->carriedCount < CallCheck::kMaxCarried) &&
+           prevConn_->sendsDone() >= lastPrevSend_;
+  }
+
+  // Compares the carried call messages that have arrived with our signatures of those calls.
+  // Those calls received nothing from prev, so the messages must carry no data either.
+  Status settleCarried() {
+    CallCheck& c = *ctx_.check;
+    const uint64_t done = prevConn_->recvsDone();
+    while (c.carriedCount > 0 && c.carried[c.carriedHead].recv <= done) {
+      const CallCheck::Carried k = c.carried[c.carriedHead];
+      c.carriedHead = (c.carriedHead + 1) % CallCheck::kMaxCarried;
+      --c.carriedCount;
+      TUTTI_TRY(verifyCall(k.mine, c.theirs[k.slot].sig, k.seq, ctx_.rank, c.prev,
+                           /*maxInline=*/0));
+    }
+    return Status::ok();
   }
 
   uint64_t moved() const {
@@ -354,8 +518,14 @@ class RoundRunner {
   Clock::time_point start_{};  // the call's first sleep (unset while it never waited)
   uint64_t bytesDone_ = 0;  // bytes moved in the finished rounds of this call
   uint64_t roundBase_ = 0;  // wireBytes() when the current round was posted
-  uint64_t sigSeq_ = 0;     // receive sequence number of the neighbour's call signature
+  uint64_t sigSeq_ = 0;     // receive sequence number of the neighbour's call message
   bool sigPending_ = false;
+  bool inlinePending_ = false;  // the neighbour's inline bytes await their receive step
+  bool sign_ = false;           // this call exchanges call messages
+  bool lazyOk_ = false;         // nothing to receive from prev: may finish without prev's call
+                                // messages (they are then carried)
+  transport::Connection* prevConn_ = nullptr;
+  uint64_t lastPrevSend_ = 0;  // sequence number of the last send posted to prev
 };
 
 }  // namespace

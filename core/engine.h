@@ -62,8 +62,10 @@ struct ExecContext {
   /// The engine's per-round list of peers with posted work; kept here so that a call reuses its
   /// capacity instead of allocating.
   std::vector<int> busyPeers;
-  /// Call-mismatch check of this call (signature exchanged first in round 0), or nullptr.
+  /// Call-mismatch check of this call (call message exchanged first in round 0), or nullptr.
   CallCheck* check = nullptr;
+  /// Round-0 steps that wait for the neighbour's call message (reused capacity, like busyPeers).
+  std::vector<size_t> deferredSteps;
   ExecHooks* hooks = nullptr;
   /// When non-null, execute() appends each round's [start, end) (trace events at TRACE level).
   std::vector<std::pair<std::chrono::steady_clock::time_point,

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <set>
 
+#include "core/arg_check.h"
 #include "core/config.h"
 #include "nccl/group.h"
 #include "nccl/internal.h"
@@ -30,9 +31,6 @@ bool usesSend(Coll c, int rank, int root) {
 bool usesRecv(Coll c, int rank, int root) {
   return !((c == Coll::kReduce || c == Coll::kGather) && rank != root);
 }
-bool isRooted(Coll c) {
-  return c == Coll::kBroadcast || c == Coll::kReduce || c == Coll::kGather || c == Coll::kScatter;
-}
 bool hasReduction(Coll c) {
   return c == Coll::kAllReduce || c == Coll::kReduce || c == Coll::kReduceScatter;
 }
@@ -45,7 +43,8 @@ ncclResult_t enqueue(PendingOp op, ncclDataType_t datatype, ncclRedOp_t redop, n
   auto bad = [&](const Status& st) { return failArg(st, s); };
   if (Status u = checkUsable(*s, op.api); !u.isOk()) return bad(u);
   if (static_cast<unsigned>(datatype) >= ncclNumTypes)
-    return bad(invalidArgument("{}: invalid datatype {}", op.api, static_cast<int>(datatype)));
+    return bad(
+        invalidArgument("{}: invalid datatype (datatype={})", op.api, static_cast<int>(datatype)));
   op.dtype = static_cast<DataType>(datatype);
   if (op.kind == PendingOp::Kind::kColl && hasReduction(op.coll)) {
     const int v = static_cast<int>(redop);
@@ -58,14 +57,13 @@ ncclResult_t enqueue(PendingOp op, ncclDataType_t datatype, ncclRedOp_t redop, n
         const int idx = v - kFirstDynamicOp;
         if (idx < 0 || idx >= static_cast<int>(s->ops.size()) || !s->ops[idx].live) {
           opError = invalidArgument(
-              "{}: invalid reduction operator {} (not built in, and not "
-              "created by ncclRedOpCreatePreMulSum on this communicator)",
+              "{}: invalid reduction operator (op={}): not built in, and not a live operator "
+              "of ncclRedOpCreatePreMulSum on this communicator (destroyed, or never created)",
               op.api, v);
         } else if (s->ops[idx].dtype != op.dtype) {
           opError = invalidArgument(
-              "{}: operator {} was created for datatype {} but is used "
-              "with {}",
-              op.api, v, dataTypeName(s->ops[idx].dtype), dataTypeName(op.dtype));
+              "{}: operator (op={}) was created for datatype {} but is used with {}", op.api, v,
+              dataTypeName(s->ops[idx].dtype), dataTypeName(op.dtype));
         } else {
           op.op = RedOp::kSum;
           op.preMul = true;
@@ -75,10 +73,32 @@ ncclResult_t enqueue(PendingOp op, ncclDataType_t datatype, ncclRedOp_t redop, n
       if (!opError.isOk()) return bad(opError);
     }
   }
-  if (isRooted(op.coll) && (op.root < 0 || op.root >= s->nranks))
-    return bad(invalidArgument("{}: root {} is outside [0, {})", op.api, op.root, s->nranks));
-  if (op.kind != PendingOp::Kind::kColl && (op.peer < 0 || op.peer >= s->nranks))
-    return bad(invalidArgument("{}: peer {} is outside [0, {})", op.api, op.peer, s->nranks));
+  if (op.kind == PendingOp::Kind::kColl) {
+    // The C++ API's rules (core/arg_check.h): root, count overflow, null buffers this rank
+    // uses, overlap other than NCCL's in-place forms. Checked now, so that a bad call inside a
+    // group has no effect (the group is cancelled before anything runs).
+    detail::CallArgs a;
+    a.coll = op.coll;
+    a.send = op.send;
+    a.recv = op.recv;
+    a.count = op.count;
+    a.dtype = op.dtype;
+    a.op = op.op;
+    a.root = op.root;
+    a.api = op.api;
+    bool inPlace = false;
+    if (Status c = detail::checkCall(a, s->rank, s->nranks, &inPlace); !c.isOk()) return bad(c);
+  } else {
+    if (op.peer < 0 || op.peer >= s->nranks)
+      return bad(invalidArgument("{}: peer {} is outside [0, {}) (peer={}, rank={})", op.api,
+                                 op.peer, s->nranks, op.peer, s->rank));
+    if (Status c = detail::checkCount(op.api, op.count, op.dtype, 1); !c.isOk()) return bad(c);
+    if (op.count > 0 && !(op.kind == PendingOp::Kind::kSend ? op.send : op.recv))
+      return bad(invalidArgument("{}: {} is NULL ({}=NULL, count={}, rank={})", op.api,
+                                 op.kind == PendingOp::Kind::kSend ? "sendbuff" : "recvbuff",
+                                 op.kind == PendingOp::Kind::kSend ? "sendbuff" : "recvbuff",
+                                 op.count, s->rank));
+  }
   if (op.count > 0) {
     const bool needSend =
         op.kind == PendingOp::Kind::kSend ||
@@ -86,12 +106,6 @@ ncclResult_t enqueue(PendingOp op, ncclDataType_t datatype, ncclRedOp_t redop, n
     const bool needRecv =
         op.kind == PendingOp::Kind::kRecv ||
         (op.kind == PendingOp::Kind::kColl && usesRecv(op.coll, s->rank, op.root));
-    if (needSend && !op.send)
-      return bad(
-          invalidArgument("{}: sendbuff is NULL (count={}, rank={})", op.api, op.count, s->rank));
-    if (needRecv && !op.recv)
-      return bad(
-          invalidArgument("{}: recvbuff is NULL (count={}, rank={})", op.api, op.count, s->rank));
     if (Status m = checkHostMemory(needSend ? op.send : nullptr, op.api, "sendbuff"); !m.isOk())
       return bad(m);
     if (Status m = checkHostMemory(needRecv ? op.recv : nullptr, op.api, "recvbuff"); !m.isOk())

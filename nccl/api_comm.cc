@@ -400,8 +400,7 @@ NCCL_API(ncclResult_t, ncclCommDestroy, ncclComm_t comm) {
   st->worker.stop(std::chrono::hours(24), false);  // pending operations complete first
   for (int i = 0; i < 100000 && st->activeCalls.load() > 0; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  comm->magic = 0;
-  delete comm;
+  retireHandle(comm);
   return ncclSuccess;
 }
 
@@ -424,7 +423,7 @@ NCCL_API(ncclResult_t, ncclCommAbort, ncclComm_t comm) {
                    static_cast<const void*>(comm));
     return ncclSuccess;
   }
-  delete comm;
+  retireHandle(comm);
   return ncclSuccess;
 }
 

@@ -2,6 +2,7 @@
 // Shared helpers of the NCCL layer: result codes and last-error text, handle checks, host/device
 // memory detection through the static CUDA runtime, configuration parsing, the worker thread.
 #include <cstring>
+#include <deque>
 
 #include "core/config.h"
 #include "core/env.h"
@@ -75,6 +76,19 @@ Result<CommState*> checkComm(ncclComm_t comm, const char* api) {
         "by ncclCommInit*)",
         api, static_cast<const void*>(comm));
   return comm->state.get();
+}
+
+void retireHandle(ncclComm_t comm) {
+  static std::mutex mu;
+  static std::deque<ncclComm_t> retired;
+  comm->magic = 0;
+  comm->state.reset();  // the communicator itself is destroyed here
+  std::lock_guard<std::mutex> lock(mu);
+  retired.push_back(comm);
+  if (retired.size() > kRetiredHandles) {
+    delete retired.front();
+    retired.pop_front();
+  }
 }
 
 Status checkUsable(CommState& s, const char* api) {

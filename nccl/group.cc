@@ -189,7 +189,13 @@ Status runFused(CommState& s, std::vector<PendingOp>& ops, size_t first, size_t 
   if (fused.divide) fused.divideCount = total;
   TUTTI_LOG_TRACE(Subsys::kColl, "group: fused {} allreduces ({} elements, {} {}) as '{}'", n,
                   total, dataTypeName(head.dtype), redOpName(head.op), fused.algorithm);
-  TUTTI_TRY(impl->runPlan(fused, in, out));
+  detail::CallArgs whole;  // what the ranks' call checks compare: one allreduce of `total`
+  whole.coll = Coll::kAllReduce;
+  whole.count = total;
+  whole.dtype = head.dtype;
+  whole.op = head.op;
+  whole.api = head.api;
+  TUTTI_TRY(impl->runPlan(fused, in, out, &whole));
   off = 0;
   for (size_t k = first; k < first + n; ++k) {
     std::memcpy(ops[k].recv, out + off * elem, ops[k].count * elem);

@@ -126,7 +126,14 @@ ncclResult_t fail(const Status& s, CommState* comm = nullptr);
 const std::string& threadLastError();
 
 /// Validates a handle: InvalidArgument for NULL or a handle that is not (or no longer) a comm.
+/// A destroyed handle is recognised as long as it is among the last kRetiredHandles destroyed
+/// (retireHandle); anything else that is not a pointer to a live comm is undefined, as in NCCL.
 Result<CommState*> checkComm(ncclComm_t comm, const char* api);
+/// Ends a handle at ncclCommDestroy/Abort: marks it dead and releases its state, but keeps its
+/// few bytes in a FIFO of the last kRetiredHandles handles, so that a call on a destroyed comm
+/// reads a dead mark (InvalidArgument) instead of freed memory.
+void retireHandle(ncclComm_t comm);
+inline constexpr size_t kRetiredHandles = 4096;
 /// Fails when the communicator cannot run operations (aborted, revoked, suspended, not ready).
 Status checkUsable(CommState& s, const char* api);
 

@@ -1,0 +1,43 @@
+// File: core/arg_check.h
+// Argument checks of one collective or point-to-point call, shared by the C++ API (CommImpl) and
+// the NCCL layer, so that both reject the same inputs with the same words: a null buffer the call
+// would touch on this rank, an invalid dtype or op, a root or peer out of range, a count whose
+// byte size overflows, an overlap of send and recv other than the in-place forms NCCL allows.
+// Pure functions: no side effect, no communication.
+#pragma once
+
+#include <cstddef>
+#include <tutti/types.hpp>
+
+#include "core/status.h"
+
+namespace tutti::detail {
+
+/// One call's arguments, as the API received them.
+struct CallArgs {
+  Coll coll = Coll::kAllReduce;
+  const void* send = nullptr;
+  void* recv = nullptr;
+  size_t count = 0;
+  DataType dtype = DataType::kFloat32;
+  RedOp op = RedOp::kSum;
+  int root = 0;
+  int sendPeer = -1;     ///< point to point: -1 when this call does not send
+  int recvPeer = -1;     ///< point to point: -1 when this call does not receive
+  const char* api = "";  ///< "allReduce", for messages
+};
+
+/// InvalidArgument when `count` elements of `dtype`, times `nranks` (the largest buffer any
+/// collective addresses), do not fit in half of size_t: "allReduce: count 4611686018427387904
+/// is too large for dtype float and 3 ranks (count*4*3 bytes overflow)". A negative count passed
+/// through an unsigned parameter lands here too. `dtype` must be valid.
+Status checkCount(const char* api, size_t count, DataType dtype, int nranks);
+
+/// Checks `a` for rank `rank` of `nranks`, in this order: dtype, op (only for reductions), root
+/// (rooted collectives), peers (kSendRecv), count, null buffers, overlap. Sets *inPlace when send
+/// and recv are one of the in-place forms (allReduce/broadcast/reduce: send == recv; allGather:
+/// send == recv + rank*count; reduceScatter: recv == send + rank*count). Errors name the API, the
+/// argument and its value; InvalidUsage for an unpaired send to self (kSendRecv).
+Status checkCall(const CallArgs& a, int rank, int nranks, bool* inPlace);
+
+}  // namespace tutti::detail
