@@ -37,9 +37,12 @@ namespace {
 
 TUTTI_PARAM_INT(kRingBytes, "TUTTI_SHM_RING_BYTES", nullptr, "SHM", 1 << 20,
                 "bytes of each per-peer shared-memory ring (power of two, >= 4096)");
-TUTTI_PARAM_INT(kInlineBytes, "TUTTI_SHM_INLINE_BYTES", nullptr, "SHM", 1792,
+// Off by default: with it on, 2-rank ring transfers of 64 KiB-1 MiB that follow small messages
+// fall into a slow mode (about 2 GB/s instead of 17 GB/s busbw) in most runs, not yet explained
+// (docs/PERFORMANCE.md). 1792 (32 lines) is the value it was built for.
+TUTTI_PARAM_INT(kInlineBytes, "TUTTI_SHM_INLINE_BYTES", nullptr, "SHM", 0,
                 "messages up to this many bytes travel in flagged cache lines (56 payload bytes "
-                "per line); 0 sends every message through the byte ring");
+                "per line); 0 (default) sends every message through the byte ring");
 
 constexpr size_t kLine = 64;
 using shm_wire::kMagic;
