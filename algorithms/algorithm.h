@@ -35,8 +35,6 @@ struct AlgorithmInfo {
 const std::deque<AlgorithmInfo>& registry();
 /// The algorithm named `name` for `coll`, or nullptr.
 const AlgorithmInfo* find(Coll coll, std::string_view name);
-/// The default choice for a shape: the highest-priority algorithm that supports it, or nullptr.
-const AlgorithmInfo* pickDefault(const CollShape& shape);
 
 struct Registrar {
   explicit Registrar(const AlgorithmInfo& info);

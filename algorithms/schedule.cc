@@ -94,17 +94,6 @@ const AlgorithmInfo* find(Coll coll, std::string_view name) {
   return nullptr;
 }
 
-const AlgorithmInfo* pickDefault(const CollShape& shape) {
-  const AlgorithmInfo* best = nullptr;
-  for (const auto& a : registry()) {
-    if (a.coll != shape.coll || (a.supports && !a.supports(shape))) continue;
-    if (!best || a.priority > best->priority ||
-        (a.priority == best->priority && a.name < best->name))
-      best = &a;
-  }
-  return best;
-}
-
 // ---- builder ----
 
 ScheduleBuilder::ScheduleBuilder(const CollShape& shape) : shape_(shape) {}

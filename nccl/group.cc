@@ -362,11 +362,11 @@ double predictGroup(const std::vector<std::pair<CommState*, PendingOp>>& ops) {
       total += shm.latencyUs + bytes / (shm.bandwidthGBps * 1e3);
       continue;
     }
-    algo::CollShape shape{op.coll, s->rank, s->nranks, op.count, op.dtype, op.op, op.root, false};
-    const algo::AlgorithmInfo* info = algo::pickDefault(shape);
-    if (!info) continue;
-    auto t = algo::predict(*info, shape, model);
-    if (t.isOk()) total += t.value();
+    // The communicator's own choice and prediction (its selector, topology and link model), so
+    // the estimate describes what ncclGroupEnd would run.
+    if (!s->ready.load()) continue;
+    auto choice = s->comm.algorithmFor(op.coll, op.count, op.dtype, op.op, op.root, false);
+    if (choice.isOk() && choice->predictedUs > 0) total += choice->predictedUs;
   }
   return total;
 }

@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "kernels/convert.h"
+#include "kernels/wrap_arith.h"
 
 namespace tutti::kernels::cpu {
 
@@ -27,30 +28,8 @@ struct Arith<T> {
   static constexpr T store(float v) { return fromFloat<T>(v); }
 };
 
-// Integer sum and product wrap modulo 2^bits: computed in the unsigned type of the same width
-// (signed overflow is undefined; the conversion back is modular since C++20). Narrower types
-// promote to int before the operation, so the unsigned product of two uint16 is computed in
-// unsigned int explicitly.
-template <typename C>
-constexpr C wrapAdd(C a, C b) {
-  if constexpr (std::is_integral_v<C>) {
-    using U = std::make_unsigned_t<C>;
-    using W = std::conditional_t<(sizeof(U) < sizeof(unsigned)), unsigned, U>;
-    return static_cast<C>(static_cast<U>(static_cast<W>(static_cast<U>(a)) + static_cast<U>(b)));
-  } else {
-    return a + b;
-  }
-}
-template <typename C>
-constexpr C wrapMul(C a, C b) {
-  if constexpr (std::is_integral_v<C>) {
-    using U = std::make_unsigned_t<C>;
-    using W = std::conditional_t<(sizeof(U) < sizeof(unsigned)), unsigned, U>;
-    return static_cast<C>(static_cast<U>(static_cast<W>(static_cast<U>(a)) * static_cast<U>(b)));
-  } else {
-    return a * b;
-  }
-}
+using kernels::wrapAdd;  // kernels/wrap_arith.h, shared with the CUDA kernels
+using kernels::wrapMul;
 
 // The ops on the compute type. first() maps the first source, next() folds in the next one.
 struct SumOp {

@@ -17,6 +17,7 @@
 
 #include "kernels/convert.h"
 #include "kernels/cuda/launch.h"
+#include "kernels/wrap_arith.h"
 
 namespace tutti::kernels::cuda::detail {
 
@@ -65,32 +66,14 @@ struct DevArith<Fp8E5M2> {
 
 // ---- ops on the compute type ----
 
-// Integer sum and product in the unsigned type (at least unsigned int wide): they wrap.
-template <typename C>
-__device__ C addWrap(C a, C b) {
-  if constexpr (std::is_integral_v<C>) {
-    using U = std::make_unsigned_t<C>;
-    using W = std::conditional_t<(sizeof(U) < sizeof(unsigned)), unsigned, U>;
-    return static_cast<C>(static_cast<U>(static_cast<W>(static_cast<U>(a)) + static_cast<U>(b)));
-  } else {
-    return a + b;
-  }
-}
-template <typename C>
-__device__ C mulWrap(C a, C b) {
-  if constexpr (std::is_integral_v<C>) {
-    using U = std::make_unsigned_t<C>;
-    using W = std::conditional_t<(sizeof(U) < sizeof(unsigned)), unsigned, U>;
-    return static_cast<C>(static_cast<U>(static_cast<W>(static_cast<U>(a)) * static_cast<U>(b)));
-  } else {
-    return a * b;
-  }
-}
+// Integer sum and product wrap (kernels/wrap_arith.h, the same functions as on the CPU).
+using ::tutti::kernels::wrapAdd;
+using ::tutti::kernels::wrapMul;
 
 template <DevOp Op, typename C>
 __device__ C foldFirst(C a, C scalar, bool accumulated) {
   if constexpr (Op == DevOp::kPreMulSum) {
-    return accumulated ? a : mulWrap(a, scalar);
+    return accumulated ? a : wrapMul(a, scalar);
   } else {
     return a;
   }
@@ -98,15 +81,15 @@ __device__ C foldFirst(C a, C scalar, bool accumulated) {
 template <DevOp Op, typename C>
 __device__ C foldNext(C acc, C b, C scalar) {
   if constexpr (Op == DevOp::kSum) {
-    return addWrap(acc, b);
+    return wrapAdd(acc, b);
   } else if constexpr (Op == DevOp::kProd) {
-    return mulWrap(acc, b);
+    return wrapMul(acc, b);
   } else if constexpr (Op == DevOp::kMax) {
     return (acc > b || acc != acc) ? acc : b;  // NaN propagates; the first NaN wins
   } else if constexpr (Op == DevOp::kMin) {
     return (acc < b || acc != acc) ? acc : b;
   } else {
-    return addWrap(acc, mulWrap(b, scalar));
+    return wrapAdd(acc, wrapMul(b, scalar));
   }
 }
 
