@@ -81,6 +81,12 @@ Status applyLinksJson(const nlohmann::json& links, const std::string& where, Lin
       (it.key() == "reduce_gbps" ? m.reduceGBps : m.copyGBps) = it->get<double>();
       continue;
     }
+    if (it.key() == "cpu_load") {
+      if (!it->is_number() || !(it->get<double>() >= 1))
+        return invalidArgument("{}: expected ranks per processing unit >= 1", path);
+      m.cpuLoad = it->get<double>();
+      continue;
+    }
     if (it.key() == "slice_bytes") {
       if (!it->is_number_unsigned()) return invalidArgument("{}: expected bytes >= 0", path);
       m.sliceBytes = it->get<size_t>();
@@ -143,6 +149,7 @@ LinkModel linkModelFor(const topo::Topology& w) {
   LinkParams& shm = m.links[static_cast<int>(LinkClass::kShm)];
   shm.latencyUs = kShmLatencyUs;
   if (load > 1.0) shm.overheadUs = kOversubscribedOverheadUs * load;
+  m.cpuLoad = load;
 
   // NIC speeds: the slowest NIC of each kind that is known.
   double eth = std::numeric_limits<double>::infinity(), ib = eth;
@@ -197,12 +204,16 @@ Status applyLinkFile(const std::string& path, LinkModel& model) {
   if (!in) return invalidArgument("link model file '{}': cannot open: {}", path, errnoString(errno));
   std::stringstream ss;
   ss << in.rdbuf();
-  auto j = nlohmann::json::parse(ss.str(), nullptr, false, true);
-  if (j.is_discarded()) return invalidArgument("link model file '{}': not valid JSON", path);
+  return applyLinkText(ss.str(), "link model file '" + path + "'", model);
+}
+
+Status applyLinkText(const std::string& text, const std::string& where, LinkModel& model) {
+  auto j = nlohmann::json::parse(text, nullptr, false, true);
+  if (j.is_discarded()) return invalidArgument("{}: not valid JSON", where);
   if (!j.is_object() || !j.contains("links"))
-    return invalidArgument("link model file '{}': expected an object with \"links\"", path);
+    return invalidArgument("{}: expected an object with \"links\"", where);
   LinkModel m = model;
-  TUTTI_TRY(applyLinksJson(j["links"], "link model file '" + path + "'", m));
+  TUTTI_TRY(applyLinksJson(j["links"], where, m));
   model = std::move(m);
   return Status::ok();
 }

@@ -29,14 +29,19 @@ LinkClass linkClassBetween(const topo::Topology& world, int a, int b);
 ///  - tcp / ib bandwidth from the slowest NIC speed known (Gbit/s / 8, times 0.9 for tcp);
 ///  - nvlink bandwidth 20 GB/s per link of the least-connected GPU pair; pcie from the GPUs'
 ///    PCIe link speed;
+///  - cpuLoad: ranks / PUs of the most loaded host (1 when not oversubscribed);
 ///  - then world.links / reduceGBps / copyGBps, which replace what they name.
 /// classOf is linkClassBetween over world. Pure.
 LinkModel linkModelFor(const topo::Topology& world);
 
 /// Applies a link-model file: JSON {"links": {"shm": {"latency_us": .., "bandwidth_gbps": ..},
-/// ..., "reduce_gbps": .., "copy_gbps": ..}} (the topology file's "links" object; unnamed
+/// ..., "reduce_gbps": .., "copy_gbps": .., "cpu_load": .., "slice_bytes": ..}} (the topology
+/// file's "links" object; unnamed
 /// classes keep their value). InvalidArgument naming the file and the JSON path of a problem.
 Status applyLinkFile(const std::string& path, LinkModel& model);
+
+/// applyLinkFile on the text of such a file; `where` names it in errors.
+Status applyLinkText(const std::string& text, const std::string& where, LinkModel& model);
 
 /// Class name -> LinkClass ("shm" -> kShm); nullopt for unknown names.
 std::optional<LinkClass> parseLinkClass(std::string_view name);

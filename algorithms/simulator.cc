@@ -250,6 +250,10 @@ class Sim {
       }
       for (const auto& [pair, list] : in)
         if (!out.count(pair)) return unmatched(k, pair.first, pair.second, 0, list.size());
+      // Distinct peers each rank sends to and receives from in this round (CPU sharing).
+      std::vector<int> outFan(n_), inFan(n_);
+      for (const auto& entry : out) ++outFan[entry.first.first];
+      for (const auto& entry : in) ++inFan[entry.first.second];
       for (const auto& [pair, senders] : out) {
         auto it = in.find(pair);
         const size_t nin = it == in.end() ? 0 : it->second.size();
@@ -279,6 +283,10 @@ class Sim {
           msg.pair = pairs_.emplace(pair, static_cast<int>(pairs_.size())).first->second;
           msg.latencyUs = model_.links[cls].latencyUs;
           msg.bandwidthGBps = model_.links[cls].bandwidthGBps;
+          if (model_.cpuLoad > 1.0 && lc == LinkClass::kShm) {
+            const int fan = std::max(outFan[msg.src], inFan[msg.dst]);
+            msg.bandwidthGBps /= std::min<double>(fan, model_.cpuLoad);
+          }
           s.outMsg = static_cast<int>(msgs_.size());
           msgs_.push_back(msg);
         }

@@ -25,6 +25,13 @@
 //    each (LogP's o), so a rank sending to n-1 peers at once pays (n-1) o before the last one
 //    starts; latencies and data transfers still overlap.
 //  - Shared ports: LinkModel::portOf can put several ranks on one port of a class (a host's NIC).
+//  - Shared CPUs: with LinkModel::cpuLoad = L > 1 (more ranks than processing units on a host),
+//    an shm message streams at bandwidth / min(k, L), where k is the larger of the number of
+//    distinct peers its sender sends to and its receiver receives from in that round. Host
+//    memory copies need both ranks on a CPU; a rank that talks to k peers at once waits for
+//    whichever of them is not scheduled. (Fitted on the 2-core development VM: with 4 ranks,
+//    one-shot, two-shot and tree rounds ran about 1.8x slower per byte than ring, recursive
+//    doubling and Rabenseifner rounds; docs/PERFORMANCE.md.)
 //  - Compute: every rank has one compute unit, first-come first-served. A reduction of b bytes
 //    (recvReduce, recvReduceSend, reduce) costs b / reduceGBps, a copy b / copyGBps; a copy whose
 //    source and destination are the same memory (in-place aliasing) is free, as in the engine.
@@ -68,6 +75,9 @@ struct LinkModel {
   double reduceGBps = 10.0;       ///< 1/gamma: bytes of one operand reduced per second (1e9)
   double copyGBps = 10.0;         ///< local copies
   size_t sliceBytes = 128 << 10;  ///< the engine's pipelining slice (0: forward whole messages)
+  /// Ranks per processing unit on the most loaded host; above 1 the shm bandwidth of rounds
+  /// with several peers is divided (see "Shared CPUs" above). 1: no sharing.
+  double cpuLoad = 1.0;
   /// Class of the link between two ranks; default (also when empty): kShm between different
   /// ranks, kSelf on one.
   std::function<LinkClass(int src, int dst)> classOf;

@@ -96,6 +96,11 @@ class CommImpl final : public ExecHooks, public hang::Source {
   void progressLoop();
   void selectAlgorithm(Coll coll, const std::string& name);  // "" = default
   Status initSelection();  // topology allgather, link model, overrides (core/selection.cc)
+  /// TUTTI_CALIBRATE: fits model_ by ping-pongs or loads the per-host cache (core/calibrate.cc).
+  /// hostOfRank: a host index per rank. Collective over all ranks.
+  Status calibrate(const std::vector<int>& hostOfRank);
+  /// Median half round trip (us) of `bytes` to and from `peer`; the leader sends first.
+  Result<double> calibrationPingPong(int peer, bool leader, size_t bytes, int iters);
   Status failed() const;
   /// No error recorded and not aborted: two atomic loads, for the hot path.
   bool healthy() const {
@@ -134,6 +139,7 @@ class CommImpl final : public ExecHooks, public hang::Source {
   // (CollShape::hostOf), TUTTI_ALGO / NCCL_ALGO, and the decisions per call shape (cleared with
   // plans_).
   algo::LinkModel model_;
+  std::vector<std::byte> calibBuf_;  // ping-pong buffer (init only)
   std::vector<int> hostOf_;
   algo::AlgoOverrides envAlgo_;
   using DecisionKey = std::tuple<int, size_t, int, int, int, bool>;

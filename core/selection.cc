@@ -66,6 +66,14 @@ Status CommImpl::initSelection() {
     world.copyGBps = local.copyGBps;
   }
   model_ = algo::linkModelFor(world);
+  std::vector<int> hostOfRank(nranks_);
+  for (int r = 0; r < nranks_; ++r)
+    for (int q = 0; q <= r; ++q)
+      if (peers_[q].hostId == peers_[r].hostId) {
+        hostOfRank[r] = q;  // the host's first rank names it
+        break;
+      }
+  TUTTI_TRY(calibrate(hostOfRank));
   if (const std::string path = kLinkFile.get(); !path.empty())
     TUTTI_TRY(algo::applyLinkFile(path, model_));
   hostOf_ = algo::hierarchyGroups(world);

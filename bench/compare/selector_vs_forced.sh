@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Allreduce (float32 sum, shm): the selector's automatic choice next to every forced flat
-# algorithm, 8 B to 256 MiB (x4 steps), with 2 and 4 ranks on this machine; prints one table per
+# algorithm, 8 B to 256 MiB (x4 steps to 512 KiB, then x2), with 2 and 4 ranks on this machine; prints one table per
 # rank count (out-of-place us per algorithm, the automatic choice and its ratio to the best forced
 # time; "ok" when within 15%).
 # Usage: bench/compare/selector_vs_forced.sh [outdir]   (after tools/build.sh)
-# Env: NRANKS="2 4", SMALL_ITERS=200 (8 B..512 KiB), LARGE_ITERS=5 (2 MiB..256 MiB), ALGOS (the
+# Env: NRANKS="2 4", SMALL_ITERS=200 (8 B..512 KiB), LARGE_ITERS=10 (1 MiB..256 MiB), ALGOS (the
 # forced algorithms; default every flat allreduce algorithm; ALGOS="" re-runs only auto).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -16,10 +16,13 @@ algos=${ALGOS-$("$T/tutti-sched" list | awk '$1 == "allreduce" && $2 !~ /^hierar
 for n in ${NRANKS:-2 4}; do
   for a in auto $algos; do
     opt=()
+    calib=()
     [ "$a" = auto ] || opt=(--algo "$a")
-    "$T/tutti-run" -n "$n" -- "$T/tutti-perf" -b 8 -e 512K -f 4 -n "${SMALL_ITERS:-200}" -w 20 \
+    # The automatic choice runs on a calibrated model (TUTTI_CALIBRATE; CALIBRATE=0 turns it off).
+    [ "$a" = auto ] && calib=(TUTTI_CALIBRATE="${CALIBRATE:-1}" TUTTI_CALIBRATE_DIR="$out/calibration")
+    env "${calib[@]}" "$T/tutti-run" -n "$n" -- "$T/tutti-perf" -b 8 -e 512K -f 4 -n "${SMALL_ITERS:-200}" -w 1000 \
       "${opt[@]}" -J "$out/np${n}_${a}_small.json" > "$out/np${n}_${a}_small.txt" 2>&1
-    "$T/tutti-run" -n "$n" -- "$T/tutti-perf" -b 2M -e 256M -f 4 -n "${LARGE_ITERS:-5}" -w 1 \
+    env "${calib[@]}" "$T/tutti-run" -n "$n" -- "$T/tutti-perf" -b 1M -e 256M -f 2 -n "${LARGE_ITERS:-10}" -w 3 \
       "${opt[@]}" -J "$out/np${n}_${a}_large.json" > "$out/np${n}_${a}_large.txt" 2>&1
   done
 done

@@ -7,7 +7,9 @@
 // process start, before a test could set it.)
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "tests/mp/mp_common.h"
@@ -162,6 +164,72 @@ TEST_CASE("a topology file with 2 hosts makes hierarchical algorithms run exactl
     return 0;
   });
   std::remove(path.c_str());
+}
+
+TEST_CASE("TUTTI_CALIBRATE measures once per host, caches, and the cache feeds the model",
+          "[mp][selector][calibrate]") {
+  char tmpl[] = "/tmp/tutti_calib_XXXXXX";
+  REQUIRE(mkdtemp(tmpl) != nullptr);
+  const std::string dir = tmpl;
+  auto cacheFile = [&]() -> std::string {  // calibration-<host>-2r.json, the only file there
+    std::string found;
+    for (const auto& e : std::filesystem::directory_iterator(dir)) {
+      const std::string name = e.path().filename().string();
+      if (name.starts_with("calibration-") && name.ends_with("-2r.json")) found = e.path();
+    }
+    return found;
+  };
+  // The 8-byte allreduce prediction of rank 0 (every rank checks that they agree).
+  auto smallPrediction = [&]() -> double {
+    const std::string out = dir + "/predicted";
+    runOnRanks(2, "shm", [&](Communicator& c) -> int {
+      auto d = c.algorithmFor(Coll::kAllReduce, 2, DataType::kFloat32);
+      TUTTI_CHILD_CHECK(d.isOk() && d->predictedUs > 0);
+      if (c.rank() == 0) std::ofstream(out) << d->predictedUs;
+      return allReduceExact(c, 1001, d->algorithm);
+    });
+    double us = -1;
+    std::ifstream(out) >> us;
+    return us;
+  };
+  auto writeCache = [&](const std::string& path, const std::string& text) {
+    std::ofstream(path) << text;
+  };
+  const std::string slow = R"({"links": {"shm": {"latency_us": 5000, "bandwidth_gbps": 1}}})";
+
+  ScopedEnv env{{"TUTTI_CALIBRATE", "1"}, {"TUTTI_CALIBRATE_DIR", dir}};
+  // First job: measures and writes a link-model file with plausible shm parameters.
+  const double measured = smallPrediction();
+  const std::string path = cacheFile();
+  REQUIRE(!path.empty());
+  {
+    std::ifstream f(path);
+    auto j = nlohmann::json::parse(f, nullptr, false);
+    REQUIRE(j.is_object());
+    const auto& shm = j["links"]["shm"];
+    CHECK(shm["latency_us"].get<double>() > 0);
+    CHECK(shm["latency_us"].get<double>() < 1000);
+    CHECK(shm["bandwidth_gbps"].get<double>() > 0.05);
+    CHECK(j["links"]["reduce_gbps"].get<double>() > 0.05);
+    CHECK(j["links"]["copy_gbps"].get<double>() > 0.05);
+  }
+  CHECK(measured > 0);
+  CHECK(measured < 1000);
+  // Second job: loads the cache instead of measuring (a doctored file shows through).
+  writeCache(path, slow);
+  CHECK(smallPrediction() >= 5000);
+  // TUTTI_CALIBRATE=2 measures again and rewrites the file.
+  {
+    ScopedEnv again{{"TUTTI_CALIBRATE", "2"}};
+    CHECK(smallPrediction() < 1000);
+  }
+  std::ifstream rewritten(path);
+  CHECK(nlohmann::json::parse(rewritten, nullptr, false)["links"]["shm"]["latency_us"]
+            .get<double>() < 1000);
+  // A damaged cache is measured over, not trusted.
+  writeCache(path, "{ not json");
+  CHECK(smallPrediction() < 1000);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace tutti::test

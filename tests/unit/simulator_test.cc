@@ -84,6 +84,33 @@ TEST_CASE(
   }
 }
 
+TEST_CASE("simulator: shared CPUs slow multi-peer shm rounds, not single-peer ones",
+          "[simulator]") {
+  // cpuLoad 2 (4 ranks on 2 cores): ring and recursive doubling talk to one peer per direction
+  // per round and keep their time; direct gather's root receives from n-1 peers at once, so its
+  // data term doubles: a + 2 (n-1)/n S b.
+  LinkModel shared = LinkModel::defaults();
+  shared.cpuLoad = 2.0;
+  const Costs c = costs(shared);
+  const int n = 4;
+  const size_t count = n * 25000;
+  const double S = count * 4.0;
+  for (const char* name : {"ring", "recursive_doubling"}) {
+    auto plain = predictUs(Coll::kAllReduce, name, shapeOf(Coll::kAllReduce, n, count));
+    auto loaded = predictUs(Coll::kAllReduce, name, shapeOf(Coll::kAllReduce, n, count), shared);
+    if (!plain || !loaded) return;
+    INFO(name);
+    TUTTI_REQUIRE_EXACT(*loaded, *plain);
+  }
+  auto gather = predictUs(Coll::kGather, "direct", shapeOf(Coll::kGather, n, count / n), shared);
+  if (!gather) return;
+  TUTTI_REQUIRE_EXACT(*gather, c.a + 2.0 * (n - 1) / n * S * c.b);
+  // A load of 1.5 divides by 1.5, not by the 3 peers.
+  shared.cpuLoad = 1.5;
+  gather = predictUs(Coll::kGather, "direct", shapeOf(Coll::kGather, n, count / n), shared);
+  TUTTI_REQUIRE_EXACT(*gather, c.a + 1.5 * (n - 1) / n * S * c.b);
+}
+
 TEST_CASE("simulator: ring allgather: (n-1)a + (n-1)/n S b", "[simulator]") {
   const Costs c = costs(LinkModel::defaults());
   for (int n : {4, 5}) {

@@ -1,0 +1,231 @@
+// File: core/calibrate.cc
+// TUTTI_CALIBRATE=1: fits the link model to this machine by short ping-pongs at init, and caches
+// the result per host so that later jobs start at once.
+//
+// Every rank of the job takes part, so the measurement sees the load the collectives will see
+// (4 ranks on 2 cores pay context switches that 2 ranks on 2 cores do not):
+//  1. shm: the ranks of each host pair up in rank order (1st with 2nd, 3rd with 4th, ...; an odd
+//     one out idles) and all pairs ping-pong at once: 8 B, 64 KiB and 1 MiB, the median round
+//     trip of each. Half the 8 B round trip is o + alpha (the model's send overhead plus the
+//     latency), the slope between 64 KiB and 1 MiB the bandwidth.
+//  2. compute: every rank times a float32 sum of two 256 KiB operands (the engine reduces in
+//     slices that fit the cache) and a 256 KiB copy, all ranks at once.
+//  3. network, with several hosts: the first ranks of the first two hosts ping-pong as in 1,
+//     over whatever class joins them (tcp or ib); the other ranks wait.
+// The ranks' results are allgathered and combined the same way on every rank (the slowest pair's
+// latency and bandwidth, the slowest rank's compute), so that every rank has the same model and
+// picks the same algorithms. Each host's first rank writes the combined parameters, as a
+// link-model file (docs/TOPOLOGY.md), to
+//   $TUTTI_CALIBRATE_DIR (default $XDG_CACHE_HOME/tutti, else $HOME/.cache/tutti)
+//     /calibration-<hostname>-<ranks on this host>r.json
+// A later job with TUTTI_CALIBRATE=1 and the same number of ranks per host loads those files
+// instead of measuring when every host has one (TUTTI_CALIBRATE=2 measures again). TUTTI_LINK_FILE
+// is applied after, and wins.
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "algorithms/link_model.h"
+#include "core/comm.h"
+#include "core/env.h"
+#include "core/host_id.h"
+#include "core/log.h"
+#include "kernels/reduce.h"
+
+namespace tutti::detail {
+
+namespace {
+
+TUTTI_PARAM_INT(kCalibrate, "TUTTI_CALIBRATE", nullptr, "TOPO", 0,
+                "1: fit the link model by ping-pongs at init, or load this host's cached fit; "
+                "2: measure again and rewrite the cache");
+TUTTI_PARAM_STRING(kCalibrateDir, "TUTTI_CALIBRATE_DIR", nullptr, "TOPO", "",
+                   "where calibrations are cached (default $XDG_CACHE_HOME/tutti, else "
+                   "$HOME/.cache/tutti)");
+
+using Clock = std::chrono::steady_clock;
+
+constexpr size_t kSmall = 8, kMid = 64 << 10, kLarge = 1 << 20;
+constexpr size_t kComputeBytes = 256 << 10;
+
+double medianOf(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+std::string cacheDir() {
+  if (std::string d = kCalibrateDir.get(); !d.empty()) return d;
+  if (auto x = env::get({"XDG_CACHE_HOME"}); x && !x->empty()) return *x + "/tutti";
+  if (auto h = env::get({"HOME"}); h && !h->empty()) return *h + "/.cache/tutti";
+  return "/tmp/tutti-cache";
+}
+
+// mkdir -p; errors surface when the file is written.
+void makeDirs(const std::string& path) {
+  for (size_t i = 1; i <= path.size(); ++i)
+    if (i == path.size() || path[i] == '/') ::mkdir(path.substr(0, i).c_str(), 0755);
+}
+
+// Link parameters from the three median half round trips: half(S) = o + alpha + S / beta.
+nlohmann::json fitLink(double halfSmallUs, double halfMidUs, double halfLargeUs, double o) {
+  double slope = (halfLargeUs - halfMidUs) / static_cast<double>(kLarge - kMid);  // us per byte
+  if (!(slope > 0)) slope = halfLargeUs / static_cast<double>(kLarge);
+  return {{"latency_us", std::max(0.01, halfSmallUs - o)},
+          {"bandwidth_gbps", 1e-3 / slope},  // bytes per us / 1000 = GB/s
+          {"overhead_us", o}};
+}
+
+}  // namespace
+
+Result<double> CommImpl::calibrationPingPong(int peer, bool leader, size_t bytes, int iters) {
+  calibBuf_.resize(std::max(calibBuf_.size(), bytes));
+  CallArgs send{.coll = Coll::kSendRecv, .send = calibBuf_.data(), .recv = nullptr,
+                .count = bytes, .dtype = DataType::kUint8, .sendPeer = peer, .api = "calibrate"};
+  CallArgs recv{.coll = Coll::kSendRecv, .send = nullptr, .recv = calibBuf_.data(),
+                .count = bytes, .dtype = DataType::kUint8, .recvPeer = peer, .api = "calibrate"};
+  std::vector<double> halves;
+  halves.reserve(iters);
+  for (int i = -std::max(2, iters / 5); i < iters; ++i) {  // the first rounds warm up
+    const auto t0 = Clock::now();
+    TUTTI_TRY(run(leader ? send : recv));
+    TUTTI_TRY(run(leader ? recv : send));
+    const double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+    if (i >= 0) halves.push_back(us / 2);
+  }
+  return medianOf(std::move(halves));
+}
+
+Status CommImpl::calibrate(const std::vector<int>& hostOfRank) {
+  const int mode = static_cast<int>(kCalibrate.get());
+  if (mode <= 0) return Status::ok();
+  const int myHost = hostOfRank[rank_];
+  std::vector<int> local;  // ranks of this host, in rank order
+  for (int r = 0; r < nranks_; ++r)
+    if (hostOfRank[r] == myHost) local.push_back(r);
+  const std::string path = fmt::format("{}/calibration-{}-{}r.json", cacheDir(), hostName(),
+                                       local.size());
+
+  // 1. Cached? Every host must have its file, or every rank measures (the measurement needs all).
+  std::string cached;
+  if (mode == 1) {
+    std::ifstream in(path);
+    std::stringstream ss;
+    if (in) ss << in.rdbuf();
+    auto j = nlohmann::json::parse(ss.str(), nullptr, false, true);
+    algo::LinkModel probe = model_;
+    if (j.is_object() && j.contains("links") &&
+        algo::applyLinkText(ss.str(), path, probe).isOk())
+      cached = j["links"].dump();
+    else if (in)
+      TUTTI_LOG_WARN(Subsys::kTuning, "calibrate: ignoring unreadable cache {}", path);
+  }
+  TUTTI_TRY_ASSIGN(auto haveAll, boot_->allGather(cached.empty() ? "0" : "1"));
+  const bool useCache = std::all_of(haveAll.begin(), haveAll.end(),
+                                    [](const std::string& s) { return s == "1"; });
+
+  nlohmann::json mine = nlohmann::json::object();
+  const auto t0 = Clock::now();
+  if (useCache) {
+    mine = nlohmann::json::parse(cached);
+  } else {
+    const uint64_t seqBefore = seq_;
+    // 2. shm pairs, all at once.
+    const auto me = std::find(local.begin(), local.end(), rank_) - local.begin();
+    const size_t partnerIdx = static_cast<size_t>(me) ^ 1u;
+    TUTTI_TRY(boot_->barrier());
+    if (partnerIdx < local.size()) {
+      const int peer = local[partnerIdx];
+      const bool leader = rank_ < peer;
+      TUTTI_TRY_ASSIGN(double s, calibrationPingPong(peer, leader, kSmall, 200));
+      TUTTI_TRY_ASSIGN(double m, calibrationPingPong(peer, leader, kMid, 40));
+      TUTTI_TRY_ASSIGN(double l, calibrationPingPong(peer, leader, kLarge, 15));
+      const auto cls = model_.linkClass(rank_, peer);
+      mine[algo::linkClassName(cls)] = fitLink(s, m, l, model_.link(rank_, peer).overheadUs);
+    }
+    // 3. compute, all ranks at once.
+    TUTTI_TRY(boot_->barrier());
+    {
+      std::vector<float> a(kComputeBytes / 4, 1.0f), b(kComputeBytes / 4, 2.0f),
+          c(kComputeBytes / 4);
+      std::vector<double> red, cpy;
+      for (int i = 0; i < 30; ++i) {
+        auto s0 = Clock::now();
+        TUTTI_TRY(kernels::reduce2(c.data(), a.data(), b.data(), a.size(), DataType::kFloat32,
+                                   RedOp::kSum));
+        auto s1 = Clock::now();
+        std::memcpy(a.data(), c.data(), kComputeBytes);
+        auto s2 = Clock::now();
+        red.push_back(std::chrono::duration<double, std::micro>(s1 - s0).count());
+        cpy.push_back(std::chrono::duration<double, std::micro>(s2 - s1).count());
+      }
+      mine["reduce_gbps"] = kComputeBytes / std::max(1e-3, medianOf(red)) / 1e3;
+      mine["copy_gbps"] = kComputeBytes / std::max(1e-3, medianOf(cpy)) / 1e3;
+    }
+    // 4. network: the first ranks of the first two hosts.
+    TUTTI_TRY(boot_->barrier());
+    int first[2] = {0, -1};  // rank 0 and the first rank on another host
+    for (int r = 1; r < nranks_ && first[1] < 0; ++r)
+      if (hostOfRank[r] != hostOfRank[0]) first[1] = r;
+    if (first[1] >= 0 && (rank_ == first[0] || rank_ == first[1])) {
+      const int peer = rank_ == first[0] ? first[1] : first[0];
+      const bool leader = rank_ == first[0];
+      TUTTI_TRY_ASSIGN(double s, calibrationPingPong(peer, leader, kSmall, 50));
+      TUTTI_TRY_ASSIGN(double m, calibrationPingPong(peer, leader, kMid, 10));
+      TUTTI_TRY_ASSIGN(double l, calibrationPingPong(peer, leader, kLarge, 5));
+      const auto cls = model_.linkClass(rank_, peer);
+      mine[algo::linkClassName(cls)] = fitLink(s, m, l, model_.link(rank_, peer).overheadUs);
+    }
+    TUTTI_TRY(boot_->barrier());
+    seq_ = seqBefore;  // calibration calls are not the user's: sequence numbers start over
+    stats_.reset();
+  }
+
+  // 5. Combine every rank's view the same way on every rank.
+  TUTTI_TRY_ASSIGN(auto all, boot_->allGather(mine.dump()));
+  nlohmann::json links = nlohmann::json::object();
+  for (int r = 0; r < nranks_; ++r) {
+    auto j = nlohmann::json::parse(all[r], nullptr, false);
+    if (!j.is_object()) return internalError("calibrate: rank {} sent no JSON object", r);
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      if (!links.contains(it.key())) {
+        links[it.key()] = *it;
+        continue;
+      }
+      auto& have = links[it.key()];
+      if (it->is_number()) {  // reduce_gbps, copy_gbps: the slowest rank
+        have = std::min(have.get<double>(), it->get<double>());
+        continue;
+      }
+      for (const char* k : {"latency_us", "overhead_us"})
+        if (it->contains(k)) have[k] = std::max(have.value(k, 0.0), (*it)[k].get<double>());
+      if (it->contains("bandwidth_gbps"))
+        have["bandwidth_gbps"] = std::min(have.value("bandwidth_gbps", 1e30),
+                                          (*it)["bandwidth_gbps"].get<double>());
+    }
+  }
+  const nlohmann::json file = {{"links", links}};
+  TUTTI_TRY(algo::applyLinkText(file.dump(), "calibration", model_));
+  const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  TUTTI_LOG_INFO(Subsys::kTuning, "calibrate: {} in {:.1f} ms: {}",
+                 useCache ? "loaded " + path : std::string("measured"), ms, links.dump());
+  if (!useCache && rank_ == local.front()) {
+    makeDirs(cacheDir());
+    const std::string tmp = path + fmt::format(".{}", ::getpid());
+    std::ofstream out(tmp);
+    out << file.dump(2) << "\n";
+    out.close();
+    if (!out || std::rename(tmp.c_str(), path.c_str()) != 0) {
+      std::remove(tmp.c_str());
+      TUTTI_LOG_WARN(Subsys::kTuning, "calibrate: cannot write the cache {}", path);
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace tutti::detail
