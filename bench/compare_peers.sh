@@ -93,10 +93,10 @@ mpicxx.openmpi $CXXFLAGS -std=c++17 -o "$B/mpi_coll_perf.openmpi" "$WORK/src/mpi
 mpicxx.mpich $CXXFLAGS -std=c++17 -o "$B/mpi_coll_perf.mpich" "$WORK/src/mpi_coll_perf.cpp" || exit 1
 g++ $CXXFLAGS -std=c++17 -pthread -o "$B/gloo_perf" "$WORK/src/gloo_perf.cpp" -lgloo || exit 1
 g++ $CXXFLAGS -std=c++17 -pthread -o "$B/ceilings" "$WORK/src/ceilings.cpp" || exit 1
-if [ ! -x "$TB/bin/tutti-run" ] || [ ! -f "$TB/lib/libtutti.so" ]; then
+if [ ! -x "$TB/bin/tutti-run" ] || [ ! -f "$TB/lib/libtutti.so" ] || [ ! -x "$TB/bin/tutti-xcore-probe" ]; then
   log "building tutti (library and tutti-run) in $TB"
   cmake -S "$top" -B "$TB" -DCMAKE_BUILD_TYPE=Release >/dev/null || exit 1
-  cmake --build "$TB" -j"$(nproc)" --target tutti tutti-run || exit 1
+  cmake --build "$TB" -j"$(nproc)" --target tutti tutti-run tutti-xcore-probe || exit 1
 fi
 g++ $CXXFLAGS -std=c++20 -I"$top/include" -I"$WORK/src" -o "$B/tutti_coll_perf" \
   "$here/compare/tutti_coll_perf.cc" -L"$TB/lib" -ltutti -Wl,-rpath,"$TB/lib" || exit 1
@@ -111,6 +111,7 @@ g++ $CXXFLAGS -std=c++20 -I"$top/include" -I"$WORK/src" -o "$B/tutti_coll_perf" 
   dpkg-query -W -f='${Package} ${Version}\n' openmpi-bin mpich libgloo-dev 2>/dev/null
   sysctl kernel.yama.ptrace_scope net.ipv4.tcp_congestion_control 2>&1
 } > "$OUT/env.txt"
+rm -f "$OUT/xcore.txt"
 if [ ! -s "$OUT/ceilings.txt" ] || [ "${CEILINGS:-1}" = 1 ]; then
   log "ceilings (memory, CMA, TCP loopback)"
   "$B/ceilings" -t "$CEIL" > "$OUT/ceilings.txt" 2>&1 || FAILS+=("ceilings")
@@ -121,6 +122,8 @@ fi
 run() {
   local f=$1 to=$2; shift 2
   log "run $f"
+  # The VM's cross-CPU speed drifts (bench/xcore_probe.cc): record it before every run.
+  [ -x "$TB/bin/tutti-xcore-probe" ] && echo "$f $("$TB/bin/tutti-xcore-probe" 2>&1)" >> "$OUT/xcore.txt"
   timeout -k 5 "$to" "$@" > "$OUT/$f.txt" 2> "$OUT/.$f.err"
   local rc=$?
   if [ $rc -ne 0 ]; then FAILS+=("$f(rc=$rc)"); echo "# RUN FAILED rc=$rc" >> "$OUT/$f.txt"; fi

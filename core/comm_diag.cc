@@ -52,12 +52,13 @@ void CommImpl::finishDiagnostics() {
   traceTrack_ = -1;
 }
 
-Status CommImpl::afterCall(const CallArgs& a, const Plan& plan, Status s, Clock::time_point t0) {
-  const auto t1 = Clock::now();
+Status CommImpl::afterCall(const CallArgs& a, const Plan& plan, Status s, uint64_t k0,
+                           Clock::time_point t0) {
+  const uint64_t k1 = stats_.now();
   inCall_.store(false, std::memory_order_relaxed);
   if (s.isOk()) {
     stats_.record(a.coll, plan.algorithm, messageBytes(a.coll, a.count, a.dtype, nranks_),
-                  exec_.bytesMoved, std::chrono::duration<double>(t1 - t0).count());
+                  exec_.bytesMoved, k1 - k0);
   } else {
     if (!notice_ && s.code() == Code::kRemoteError && nranks_ > 2) {
       // The peer that vanished may have left because of an earlier failure elsewhere.
@@ -89,6 +90,7 @@ Status CommImpl::afterCall(const CallArgs& a, const Plan& plan, Status s, Clock:
     exec_.report.clear();
   }
   if (traceTrack_ >= 0) {
+    const auto t1 = Clock::now();
     trace::Args args;
     args.ints = {{"seq", static_cast<int64_t>(seq_)},
                  {"count", static_cast<int64_t>(a.count)},

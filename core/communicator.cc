@@ -28,7 +28,7 @@ TUTTI_PARAM_INT(kTimeoutSec, "TUTTI_TIMEOUT", nullptr, "CORE", 0,
                 "collective timeout in seconds (0 = none; dead peers are still detected)");
 TUTTI_PARAM_INT(kSpinCount, "TUTTI_SPIN_COUNT", nullptr, "CORE", -1,
                 "idle progress passes before a waiting rank yields (-1: 1000, or 0 when this host "
-                "runs more ranks than the CPUs the process may use)");
+                "runs more ranks than the CPUs its ranks may use together)");
 TUTTI_PARAM_INT(kBootstrapTimeoutSec, "TUTTI_BOOTSTRAP_TIMEOUT", nullptr, "CORE", 120,
                 "bootstrap timeout in seconds");
 
@@ -207,14 +207,30 @@ Status CommImpl::init(const bootstrap::IdData& id, const Options& options) {
   for (size_t t = 0; t < transports_.size(); ++t)
     if (transports_[t]->doorbell()) exec_.doorbellOwner = transports_[t].get();
   exec_.abort = &abort_;
-  exec_.spinCount = static_cast<int>(kSpinCount.get());
-  if (exec_.spinCount < 0) {
+  // Spin only when every rank of this host can have a CPU of its own: the host's ranks share
+  // their CPU sets (sched_getaffinity), and their union must hold at least as many CPUs as there
+  // are ranks. (A rank's own set is not enough: a launcher that pins each rank to one core, as
+  // mpirun does, would make every rank look oversubscribed and stop spinning, doubling the
+  // latency of small messages.)
+  {
     cpu_set_t cpus;
-    const int ncpu = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
-    const auto local = std::count_if(peers_.begin(), peers_.end(), [&](const auto& p) {
-      return p.hostId == peers_[rank_].hostId;
-    });
-    exec_.spinCount = local > ncpu ? 0 : 1000;
+    if (sched_getaffinity(0, sizeof cpus, &cpus) != 0) CPU_ZERO(&cpus);
+    std::string mine;
+    for (int c = 0; c < CPU_SETSIZE; ++c)
+      if (CPU_ISSET(c, &cpus)) mine += fmt::format("{},", c);
+    TUTTI_TRY_ASSIGN(auto sets, boot_->allGather(mine));
+    cpu_set_t hostCpus;
+    CPU_ZERO(&hostCpus);
+    int local = 0;
+    for (int p = 0; p < nranks_; ++p) {
+      if (peers_[p].hostId != peers_[rank_].hostId) continue;
+      ++local;
+      for (const auto& c : split(sets[p], ','))
+        if (auto v = env::parseInt(trim(c)); v && *v >= 0 && *v < CPU_SETSIZE)
+          CPU_SET(static_cast<int>(*v), &hostCpus);
+    }
+    exec_.spinCount = static_cast<int>(kSpinCount.get());
+    if (exec_.spinCount < 0) exec_.spinCount = local > std::max(1, CPU_COUNT(&hostCpus)) ? 0 : 1000;
   }
   exec_.timeout = options.timeout.count() > 0
                       ? options.timeout
@@ -420,9 +436,11 @@ Status CommImpl::execute(const CallArgs& a, bool inPlace) {
   curSeq_.store(seq_, std::memory_order_relaxed);
   curColl_.store(static_cast<int>(a.coll), std::memory_order_relaxed);
   inCall_.store(true, std::memory_order_relaxed);
-  const auto t0 = std::chrono::steady_clock::now();
+  const uint64_t k0 = stats_.now();
+  const auto t0 = traceTrack_ >= 0 ? std::chrono::steady_clock::now()
+                                   : std::chrono::steady_clock::time_point{};
   Status s = tutti::execute(*p.value(), a.send, a.recv, scratchPool_.data(), exec_, seq_);
-  return afterCall(a, *p.value(), std::move(s), t0);
+  return afterCall(a, *p.value(), std::move(s), k0, t0);
 }
 
 Status CommImpl::run(const CallArgs& a) {

@@ -241,6 +241,11 @@ def main():
     if ceil:
         out.append("Ceilings (../shared/peers ceilings tool, this run): " + ", ".join(
             f"{k} {v:.2f}" + (" us" if k.endswith("lat") else " GB/s") for k, v in sorted(ceil.items())) + "\n")
+    xcore = os.path.join(results, "xcore.txt")
+    if os.path.exists(xcore):
+        out.append("Cross-CPU probe (tutti-xcore-probe) before each run; on a VM it drifts between "
+                   "fast and slow vCPU placements, and shm numbers follow it:\n")
+        out.append("```\n" + open(xcore).read().strip() + "\n```\n")
     out.append("Ratio = best peer time / tutti time (= tutti busbw / best peer busbw): above 1x tutti "
                "is faster. Best peer = fastest library (and variant) at that size, rank count and "
                "transport. Every run checks its results first (#wrong must be 0).\n")

@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """Joins the JSON files of selector_vs_forced.sh into one markdown table per rank count:
 out-of-place us per forced algorithm, the automatic run's time, algorithm and prediction, and
-auto / best forced ("ok" when <= 1.15). Usage: selector_table.py OUTDIR NRANKS..."""
+auto / best forced ("ok" when <= 1.15), and the range of the cross-CPU probe taken before each
+run (tutti-xcore-probe). Usage: selector_table.py OUTDIR NRANKS..."""
 import glob
 import json
 import os
+import re
 import sys
 
 out, nranks = sys.argv[1], sys.argv[2:]
@@ -34,3 +36,12 @@ for n in nranks:
               f"{pred if pred is None else f'{pred:.2f}'} | {ratio:.2f} | "
               f"{'ok' if ratio <= 1.15 else 'over 15%'} |")
     print(f"\nworst auto/best: {worst:.2f}")
+    probes = []
+    for path in sorted(glob.glob(os.path.join(out, f"np{n}_*.xcore"))):
+        m = re.search(r"round_trip_ns=(\d+) handoff_gbps=([\d.]+)", open(path).read())
+        if m:
+            probes.append((int(m.group(1)), float(m.group(2))))
+    if probes:
+        print(f"\ncross-CPU probe before the {len(probes)} runs: round trip "
+              f"{min(p[0] for p in probes)}-{max(p[0] for p in probes)} ns, 512 KiB handoff "
+              f"{min(p[1] for p in probes):.2f}-{max(p[1] for p in probes):.2f} GB/s")

@@ -13,6 +13,9 @@ T=$top/build/bin
 out=${1:-/tmp/tutti-selector}
 mkdir -p "$out"
 algos=${ALGOS-$("$T/tutti-sched" list | awk '$1 == "allreduce" && $2 !~ /^hierarchical/ {print $2}')}
+# The machine's cross-CPU handoff speed drifts on a VM (bench/xcore_probe.cc): each run's file
+# records it before the run, and selector_table.py lists the range.
+probe() { "$T/tutti-xcore-probe" > "$1.xcore" 2>&1 || true; }
 for n in ${NRANKS:-2 4}; do
   for a in auto $algos; do
     opt=()
@@ -20,8 +23,10 @@ for n in ${NRANKS:-2 4}; do
     [ "$a" = auto ] || opt=(--algo "$a")
     # The automatic choice runs on a calibrated model (TUTTI_CALIBRATE; CALIBRATE=0 turns it off).
     [ "$a" = auto ] && calib=(TUTTI_CALIBRATE="${CALIBRATE:-1}" TUTTI_CALIBRATE_DIR="$out/calibration")
+    probe "$out/np${n}_${a}_small"
     env "${calib[@]}" "$T/tutti-run" -n "$n" -- "$T/tutti-perf" -b 8 -e 512K -f 4 -n "${SMALL_ITERS:-200}" -w 1000 \
       "${opt[@]}" -J "$out/np${n}_${a}_small.json" > "$out/np${n}_${a}_small.txt" 2>&1
+    probe "$out/np${n}_${a}_large"
     env "${calib[@]}" "$T/tutti-run" -n "$n" -- "$T/tutti-perf" -b 1M -e 256M -f 2 -n "${LARGE_ITERS:-10}" -w 3 \
       "${opt[@]}" -J "$out/np${n}_${a}_large.json" > "$out/np${n}_${a}_large.txt" 2>&1
   done

@@ -37,9 +37,10 @@ namespace {
 
 TUTTI_PARAM_INT(kRingBytes, "TUTTI_SHM_RING_BYTES", nullptr, "SHM", 1 << 20,
                 "bytes of each per-peer shared-memory ring (power of two, >= 4096)");
-// Off by default: with it on, 2-rank ring transfers of 64 KiB-1 MiB that follow small messages
-// fall into a slow mode (about 2 GB/s instead of 17 GB/s busbw) in most runs, not yet explained
-// (docs/PERFORMANCE.md). 1792 (32 lines) is the value it was built for.
+// Off by default: on the development VM it saves at most 0.02 us at 8-32 B (0.21 against
+// 0.22-0.25 us for a 2-rank allreduce) and is slower from 512 B. (An earlier "slow mode" blamed on
+// it was the VM's vCPU placement: tutti-xcore-probe, docs/PERFORMANCE.md.) 1792 (32 lines) is the
+// value it was built for.
 TUTTI_PARAM_INT(kInlineBytes, "TUTTI_SHM_INLINE_BYTES", nullptr, "SHM", 0,
                 "messages up to this many bytes travel in flagged cache lines (56 payload bytes "
                 "per line); 0 (default) sends every message through the byte ring");
@@ -165,7 +166,10 @@ Result<void*> mapSegment(const std::string& name, size_t bytes, bool create, int
       return segmentUnavailable(name, bytes, nranks, "allocate", e);
     }
   }
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  // MAP_POPULATE: the sender maps its peer's segment and would otherwise take a page-table fault
+  // on its first write to each ring page, inside the first collectives (about +0.05 us per
+  // message for the first 1 MiB of small messages through a ring).
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
   int e = errno;
   close(fd);
   if (p == MAP_FAILED) return systemError("shm: mmap({}): {}", name, errnoString(e));

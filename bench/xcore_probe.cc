@@ -1,0 +1,126 @@
+// File: bench/xcore_probe.cc
+// tutti-xcore-probe: how fast two CPUs of this machine hand data to each other right now, with no
+// tutti code involved. Every shm number in docs/PERFORMANCE.md depends on it, and on the
+// development VM it is not constant: the hypervisor moves the two vCPUs between placements where
+// a cache-line round trip takes about 100 ns and a 512 KiB handoff runs at 8 GB/s, and placements
+// where they take 330 ns and 2 GB/s (for minutes at a time). The benchmark scripts print this
+// line before and after their runs so that a table taken in the slow placement is recognised.
+//
+// Usage: tutti-xcore-probe [CPU_A CPU_B]   (default: the first two CPUs this process may use)
+// Prints: xcore cpus=A,B round_trip_ns=R handoff_gbps=G
+//   round_trip_ns: one cache line bounced A -> B -> A (median of 5 runs of 20000 round trips);
+//   handoff_gbps:  A copies 512 KiB into a shared buffer, B copies it out, alternately; bytes
+//                  handed over per second (1e9), median of 5 runs of 200 handoffs.
+// Exit 0; 2 for bad arguments or fewer than two usable CPUs.
+#include <pthread.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+bool pin(int cpu) {
+  cpu_set_t s;
+  CPU_ZERO(&s);
+  CPU_SET(cpu, &s);
+  return pthread_setaffinity_np(pthread_self(), sizeof s, &s) == 0;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Seconds for `iters` round trips of one cache line between cpuA (this thread) and cpuB.
+double roundTrips(int cpuA, int cpuB, int iters) {
+  alignas(64) std::atomic<int> line{0};
+  std::thread peer([&] {
+    pin(cpuB);
+    for (int i = 0; i < iters; ++i) {
+      while (line.load(std::memory_order_acquire) != 2 * i + 1) {
+      }
+      line.store(2 * i + 2, std::memory_order_release);
+    }
+  });
+  pin(cpuA);
+  const auto t0 = Clock::now();
+  for (int i = 0; i < iters; ++i) {
+    line.store(2 * i + 1, std::memory_order_release);
+    while (line.load(std::memory_order_acquire) != 2 * i + 2) {
+    }
+  }
+  const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+  peer.join();
+  return s;
+}
+
+// Seconds for `iters` handoffs of `bytes` from cpuA to cpuB through one shared buffer.
+double handoffs(int cpuA, int cpuB, size_t bytes, int iters) {
+  std::vector<char> src(bytes, 1), shared(bytes, 0), dst(bytes, 0);
+  alignas(64) std::atomic<int> turn{0};
+  std::thread reader([&] {
+    pin(cpuB);
+    for (int i = 0; i < iters; ++i) {
+      while (turn.load(std::memory_order_acquire) != 1) {
+      }
+      std::memcpy(dst.data(), shared.data(), bytes);
+      turn.store(0, std::memory_order_release);
+    }
+  });
+  pin(cpuA);
+  const auto t0 = Clock::now();
+  for (int i = 0; i < iters; ++i) {
+    while (turn.load(std::memory_order_acquire) != 0) {
+    }
+    std::memcpy(shared.data(), src.data(), bytes);
+    src[i % bytes] = static_cast<char>(i);  // keep the copies from being hoisted
+    turn.store(1, std::memory_order_release);
+  }
+  while (turn.load(std::memory_order_acquire) != 0) {
+  }
+  const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+  reader.join();
+  return s;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int cpus[2] = {-1, -1};
+  if (argc == 3) {
+    cpus[0] = std::atoi(argv[1]);
+    cpus[1] = std::atoi(argv[2]);
+  } else if (argc == 1) {
+    cpu_set_t s;
+    if (sched_getaffinity(0, sizeof s, &s) == 0)
+      for (int c = 0, k = 0; c < CPU_SETSIZE && k < 2; ++c)
+        if (CPU_ISSET(c, &s)) cpus[k++] = c;
+  } else {
+    std::fprintf(stderr, "usage: tutti-xcore-probe [CPU_A CPU_B]\n");
+    return 2;
+  }
+  if (cpus[0] < 0 || cpus[1] < 0 || cpus[0] == cpus[1]) {
+    std::fprintf(stderr, "tutti-xcore-probe: needs two different CPUs (got %d and %d)\n",
+                 cpus[0], cpus[1]);
+    return 2;
+  }
+  constexpr int kRuns = 5, kTrips = 20000, kHandoffs = 200;
+  constexpr size_t kBytes = 512 << 10;
+  std::vector<double> rt, bw;
+  for (int r = 0; r < kRuns; ++r) {
+    rt.push_back(roundTrips(cpus[0], cpus[1], kTrips) / kTrips * 1e9);
+    bw.push_back(kBytes * double(kHandoffs) / handoffs(cpus[0], cpus[1], kBytes, kHandoffs) / 1e9);
+  }
+  std::printf("xcore cpus=%d,%d round_trip_ns=%.0f handoff_gbps=%.2f\n", cpus[0], cpus[1],
+              median(rt), median(bw));
+  return 0;
+}
