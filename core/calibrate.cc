@@ -6,7 +6,7 @@
 // (4 ranks on 2 cores pay context switches that 2 ranks on 2 cores do not):
 //  1. shm: the ranks of each host pair up in rank order (1st with 2nd, 3rd with 4th, ...; an odd
 //     one out idles) and all pairs ping-pong at once: 8 B, 64 KiB and 1 MiB, the median round
-//     trip of each. Half the 8 B round trip is o + alpha (the model's send overhead plus the
+//     trip of each (the smallest of three batches' medians). Half the 8 B round trip is o + alpha (the model's send overhead plus the
 //     latency), the slope between 64 KiB and 1 MiB the bandwidth.
 //  2. compute: every rank times a float32 sum of two 256 KiB operands (the engine reduces in
 //     slices that fit the cache) and a 256 KiB copy, all ranks at once.
@@ -89,16 +89,23 @@ Result<double> CommImpl::calibrationPingPong(int peer, bool leader, size_t bytes
                 .count = bytes, .dtype = DataType::kUint8, .sendPeer = peer, .api = "calibrate"};
   CallArgs recv{.coll = Coll::kSendRecv, .send = nullptr, .recv = calibBuf_.data(),
                 .count = bytes, .dtype = DataType::kUint8, .recvPeer = peer, .api = "calibrate"};
-  std::vector<double> halves;
-  halves.reserve(iters);
-  for (int i = -std::max(2, iters / 5); i < iters; ++i) {  // the first rounds warm up
-    const auto t0 = Clock::now();
-    TUTTI_TRY(run(leader ? send : recv));
-    TUTTI_TRY(run(leader ? recv : send));
-    const double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
-    if (i >= 0) halves.push_back(us / 2);
+  // Three batches, the smallest median: a hiccup of the machine (a descheduled vCPU, another
+  // process) spoils one batch, not the fit. Both ranks run the same loop, so they agree.
+  double best = 0;
+  for (int batch = 0; batch < 3; ++batch) {
+    std::vector<double> halves;
+    halves.reserve(iters);
+    for (int i = -std::max(2, iters / 5); i < iters; ++i) {  // the first rounds warm up
+      const auto t0 = Clock::now();
+      TUTTI_TRY(run(leader ? send : recv));
+      TUTTI_TRY(run(leader ? recv : send));
+      const double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+      if (i >= 0) halves.push_back(us / 2);
+    }
+    const double m = medianOf(std::move(halves));
+    best = batch == 0 ? m : std::min(best, m);
   }
-  return medianOf(std::move(halves));
+  return best;
 }
 
 Status CommImpl::calibrate(const std::vector<int>& hostOfRank) {

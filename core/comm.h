@@ -99,7 +99,8 @@ class CommImpl final : public ExecHooks, public hang::Source {
   /// TUTTI_CALIBRATE: fits model_ by ping-pongs or loads the per-host cache (core/calibrate.cc).
   /// hostOfRank: a host index per rank. Collective over all ranks.
   Status calibrate(const std::vector<int>& hostOfRank);
-  /// Median half round trip (us) of `bytes` to and from `peer`; the leader sends first.
+  /// Half round trip (us) of `bytes` to and from `peer`, the smallest median of three batches of
+  /// `iters`; the leader sends first.
   Result<double> calibrationPingPong(int peer, bool leader, size_t bytes, int iters);
   Status failed() const;
   /// No error recorded and not aborted: two atomic loads, for the hot path.

@@ -2,7 +2,7 @@
 """Joins the JSON files of selector_vs_forced.sh into one markdown table per rank count:
 out-of-place us per forced algorithm, the automatic run's time, algorithm and prediction, and
 auto / best forced ("ok" when <= 1.15), and the range of the cross-CPU probe taken before each
-run (tutti-xcore-probe). Usage: selector_table.py OUTDIR NRANKS..."""
+and after each run (tutti-xcore-probe). Usage: selector_table.py OUTDIR NRANKS..."""
 import glob
 import json
 import os
@@ -42,6 +42,6 @@ for n in nranks:
         if m:
             probes.append((int(m.group(1)), float(m.group(2))))
     if probes:
-        print(f"\ncross-CPU probe before the {len(probes)} runs: round trip "
+        print(f"\ncross-CPU probe before and after the runs ({len(probes)} readings): round trip "
               f"{min(p[0] for p in probes)}-{max(p[0] for p in probes)} ns, 512 KiB handoff "
               f"{min(p[1] for p in probes):.2f}-{max(p[1] for p in probes):.2f} GB/s")
