@@ -142,18 +142,22 @@ Status CommImpl::calibrate(const std::vector<int>& hostOfRank) {
     mine = nlohmann::json::parse(cached);
   } else {
     const uint64_t seqBefore = seq_;
+    // Fits the link to `peer` from ping-pongs of 8 B, 64 KiB and 1 MiB (iters[] of each).
+    auto measureLink = [&](int peer, bool leader, const int (&iters)[3]) -> Status {
+      TUTTI_TRY_ASSIGN(double s, calibrationPingPong(peer, leader, kSmall, iters[0]));
+      TUTTI_TRY_ASSIGN(double m, calibrationPingPong(peer, leader, kMid, iters[1]));
+      TUTTI_TRY_ASSIGN(double l, calibrationPingPong(peer, leader, kLarge, iters[2]));
+      mine[algo::linkClassName(model_.linkClass(rank_, peer))] =
+          fitLink(s, m, l, model_.link(rank_, peer).overheadUs);
+      return Status::ok();
+    };
     // 2. shm pairs, all at once.
     const auto me = std::find(local.begin(), local.end(), rank_) - local.begin();
     const size_t partnerIdx = static_cast<size_t>(me) ^ 1u;
     TUTTI_TRY(boot_->barrier());
     if (partnerIdx < local.size()) {
       const int peer = local[partnerIdx];
-      const bool leader = rank_ < peer;
-      TUTTI_TRY_ASSIGN(double s, calibrationPingPong(peer, leader, kSmall, 200));
-      TUTTI_TRY_ASSIGN(double m, calibrationPingPong(peer, leader, kMid, 40));
-      TUTTI_TRY_ASSIGN(double l, calibrationPingPong(peer, leader, kLarge, 15));
-      const auto cls = model_.linkClass(rank_, peer);
-      mine[algo::linkClassName(cls)] = fitLink(s, m, l, model_.link(rank_, peer).overheadUs);
+      TUTTI_TRY(measureLink(peer, rank_ < peer, {200, 40, 15}));
     }
     // 3. compute, all ranks at once.
     TUTTI_TRY(boot_->barrier());
@@ -180,13 +184,8 @@ Status CommImpl::calibrate(const std::vector<int>& hostOfRank) {
     for (int r = 1; r < nranks_ && first[1] < 0; ++r)
       if (hostOfRank[r] != hostOfRank[0]) first[1] = r;
     if (first[1] >= 0 && (rank_ == first[0] || rank_ == first[1])) {
-      const int peer = rank_ == first[0] ? first[1] : first[0];
-      const bool leader = rank_ == first[0];
-      TUTTI_TRY_ASSIGN(double s, calibrationPingPong(peer, leader, kSmall, 50));
-      TUTTI_TRY_ASSIGN(double m, calibrationPingPong(peer, leader, kMid, 10));
-      TUTTI_TRY_ASSIGN(double l, calibrationPingPong(peer, leader, kLarge, 5));
-      const auto cls = model_.linkClass(rank_, peer);
-      mine[algo::linkClassName(cls)] = fitLink(s, m, l, model_.link(rank_, peer).overheadUs);
+      TUTTI_TRY(measureLink(rank_ == first[0] ? first[1] : first[0], rank_ == first[0],
+                            {50, 10, 5}));
     }
     TUTTI_TRY(boot_->barrier());
     seq_ = seqBefore;  // calibration calls are not the user's: sequence numbers start over

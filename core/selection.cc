@@ -40,12 +40,14 @@ Status CommImpl::initSelection() {
                    loaded.status().message());
     local.hosts.push_back(topo::Host{.name = hostName()});
   }
-  int firstOnHost = rank_;
-  for (int r = 0; r < rank_; ++r)
-    if (peers_[r].hostId == peers_[rank_].hostId) {
-      firstOnHost = r;
-      break;
-    }
+  std::vector<int> hostOfRank(nranks_);  // each rank's host, named by its first rank
+  for (int r = 0; r < nranks_; ++r)
+    for (int q = 0; q <= r; ++q)
+      if (peers_[q].hostId == peers_[r].hostId) {
+        hostOfRank[r] = q;
+        break;
+      }
+  const int firstOnHost = hostOfRank[rank_];
   // Always exchange, so that every rank makes the same bootstrap calls whatever its files say.
   TUTTI_TRY_ASSIGN(auto summaries,
                    boot_->allGather(topo::rankSummary(local, peers_[rank_].hostId,
@@ -66,13 +68,6 @@ Status CommImpl::initSelection() {
     world.copyGBps = local.copyGBps;
   }
   model_ = algo::linkModelFor(world);
-  std::vector<int> hostOfRank(nranks_);
-  for (int r = 0; r < nranks_; ++r)
-    for (int q = 0; q <= r; ++q)
-      if (peers_[q].hostId == peers_[r].hostId) {
-        hostOfRank[r] = q;  // the host's first rank names it
-        break;
-      }
   TUTTI_TRY(calibrate(hostOfRank));
   if (const std::string path = kLinkFile.get(); !path.empty())
     TUTTI_TRY(algo::applyLinkFile(path, model_));
