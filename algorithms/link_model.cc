@@ -87,6 +87,11 @@ Status applyLinksJson(const nlohmann::json& links, const std::string& where, Lin
       m.cpuLoad = it->get<double>();
       continue;
     }
+    if (it.key() == "cache_bytes") {
+      if (!it->is_number_unsigned()) return invalidArgument("{}: expected bytes >= 0", path);
+      m.cacheBytes = it->get<size_t>();
+      continue;
+    }
     if (it.key() == "slice_bytes") {
       if (!it->is_number_unsigned()) return invalidArgument("{}: expected bytes >= 0", path);
       m.sliceBytes = it->get<size_t>();
@@ -105,6 +110,12 @@ Status applyLinksJson(const nlohmann::json& links, const std::string& where, Lin
       if (!v.is_number() || (zeroOk ? !(v.get<double>() >= 0) : !(v.get<double>() > 0)))
         return invalidArgument("{}.{}: expected a number {} 0", path, key, zeroOk ? ">=" : ">");
       *field = v.get<double>();
+    }
+    if (it->contains("stream_factor")) {
+      const auto& v = (*it)["stream_factor"];
+      if (!v.is_number() || !(v.get<double>() > 0 && v.get<double>() <= 1))
+        return invalidArgument("{}.stream_factor: expected a number in (0, 1]", path);
+      p.streamFactor = v.get<double>();
     }
   }
   return Status::ok();
@@ -197,6 +208,20 @@ LinkModel linkModelFor(const topo::Topology& w) {
     return -1 - (p->host * 4096 + (p->nic >= 0 ? p->nic : 4095));
   };
   return m;
+}
+
+void useNetworkOnHost(LinkModel& m, LinkClass cls, bool loopbackOnly) {
+  if (cls == LinkClass::kShm || cls == LinkClass::kSelf) return;
+  auto inner = m.classOf;
+  m.classOf = [inner, cls](int s, int d) {
+    const LinkClass c = inner ? inner(s, d) : (s == d ? LinkClass::kSelf : LinkClass::kShm);
+    return c == LinkClass::kShm ? cls : c;
+  };
+  if (loopbackOnly && cls == LinkClass::kTcp) {
+    m.links[static_cast<int>(LinkClass::kTcp)] = {.latencyUs = 3.5, .bandwidthGBps = 3.5,
+                                                  .overheadUs = 2.0, .streamFactor = 0.75};
+    m.portOf = nullptr;  // loopback has no NIC to share: each rank streams on its own
+  }
 }
 
 Status applyLinkFile(const std::string& path, LinkModel& model) {

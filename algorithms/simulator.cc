@@ -199,11 +199,14 @@ class Sim {
       return invalidArgument("simulate: invalid dtype {}", static_cast<int>(shape_.dtype));
     for (int c = 0; c < kNumLinkClasses; ++c) {
       const LinkParams& p = model_.links[c];
-      if (!(p.latencyUs >= 0) || !(p.bandwidthGBps > 0) || !(p.overheadUs >= 0))
+      if (!(p.latencyUs >= 0) || !(p.bandwidthGBps > 0) || !(p.overheadUs >= 0) ||
+          !(p.streamFactor > 0 && p.streamFactor <= 1))
         return invalidArgument(
-            "simulate: link class {} needs latencyUs >= 0, bandwidthGBps > 0 and overheadUs "
-            ">= 0 (latencyUs={}, bandwidthGBps={}, overheadUs={})",
-            linkClassName(static_cast<LinkClass>(c)), p.latencyUs, p.bandwidthGBps, p.overheadUs);
+            "simulate: link class {} needs latencyUs >= 0, bandwidthGBps > 0, overheadUs >= 0 "
+            "and 0 < streamFactor <= 1 (latencyUs={}, bandwidthGBps={}, overheadUs={}, "
+            "streamFactor={})",
+            linkClassName(static_cast<LinkClass>(c)), p.latencyUs, p.bandwidthGBps, p.overheadUs,
+            p.streamFactor);
     }
     if (!(model_.reduceGBps > 0) || !(model_.copyGBps > 0))
       return invalidArgument(
@@ -283,6 +286,11 @@ class Sim {
           msg.pair = pairs_.emplace(pair, static_cast<int>(pairs_.size())).first->second;
           msg.latencyUs = model_.links[cls].latencyUs;
           msg.bandwidthGBps = model_.links[cls].bandwidthGBps;
+          if (const double f = model_.links[cls].streamFactor; f < 1.0 && s.bytes > model_.cacheBytes) {
+            // Harmonic blend: cacheBytes at full speed, the rest at f times it.
+            const double b = static_cast<double>(s.bytes), c = static_cast<double>(model_.cacheBytes);
+            msg.bandwidthGBps *= b / (c + (b - c) / f);
+          }
           if (model_.cpuLoad > 1.0 && lc == LinkClass::kShm) {
             const int fan = std::max(outFan[msg.src], inFan[msg.dst]);
             msg.bandwidthGBps /= std::min<double>(fan, model_.cpuLoad);

@@ -32,6 +32,12 @@
 //    whichever of them is not scheduled. (Fitted on the 2-core development VM: with 4 ranks,
 //    one-shot, two-shot and tree rounds ran about 1.8x slower per byte than ring, recursive
 //    doubling and Rabenseifner rounds; docs/PERFORMANCE.md.)
+//  - Cache: a message of b > LinkModel::cacheBytes bytes moves its first cacheBytes at the link's
+//    bandwidth and the rest at bandwidth * streamFactor (per class, 1 = off), so that one large
+//    block (ring, Rabenseifner) costs more per byte than the same bytes in pipelined pieces
+//    (double binary tree). Measured on TCP loopback (bench/tcp_ceiling.cc: 16 MiB exchanged in
+//    one piece ran at 0.75x of 1 MiB pieces), which is the only class that turns it on by default
+//    (useNetworkOnHost in algorithms/link_model.h).
 //  - Compute: every rank has one compute unit, first-come first-served. A reduction of b bytes
 //    (recvReduce, recvReduceSend, reduce) costs b / reduceGBps, a copy b / copyGBps; a copy whose
 //    source and destination are the same memory (in-place aliasing) is free, as in the engine.
@@ -68,6 +74,10 @@ struct LinkParams {
   /// slice), serialised over all its messages of every class; latencies overlap, overheads do
   /// not. 0 keeps the plain alpha-beta model.
   double overheadUs = 0.0;
+  /// Bandwidth multiplier for the bytes of one message beyond LinkModel::cacheBytes (0 < f <= 1):
+  /// a message that no longer fits the cache streams from memory, while a pipelined algorithm's
+  /// pieces stay in it. 1 (the default) turns the term off. See "Cache" above.
+  double streamFactor = 1.0;
 };
 
 struct LinkModel {
@@ -78,6 +88,8 @@ struct LinkModel {
   /// Ranks per processing unit on the most loaded host; above 1 the shm bandwidth of rounds
   /// with several peers is divided (see "Shared CPUs" above). 1: no sharing.
   double cpuLoad = 1.0;
+  /// Bytes of one message that stream at full bandwidth; the rest at streamFactor times it.
+  size_t cacheBytes = 2 << 20;
   /// Class of the link between two ranks; default (also when empty): kShm between different
   /// ranks, kSelf on one.
   std::function<LinkClass(int src, int dst)> classOf;

@@ -22,6 +22,8 @@
 # this 2-core machine, not pinned), for allreduce, allgather, reduce_scatter, broadcast, alltoall.
 # Then bench/compare/report.py writes, into the output folder:
 #   report.md   ratio tables: tutti / best peer per configuration and size, and the issue's targets
+#               (a missed target is marked unreachable when a library-free bound from this run,
+#               tutti-xcore-probe's exchange or tutti-tcp-ceiling, shows no library could meet it)
 #   *.png       busbw against size, one line per library (gnuplot), one plot per configuration
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -93,10 +95,11 @@ mpicxx.openmpi $CXXFLAGS -std=c++17 -o "$B/mpi_coll_perf.openmpi" "$WORK/src/mpi
 mpicxx.mpich $CXXFLAGS -std=c++17 -o "$B/mpi_coll_perf.mpich" "$WORK/src/mpi_coll_perf.cpp" || exit 1
 g++ $CXXFLAGS -std=c++17 -pthread -o "$B/gloo_perf" "$WORK/src/gloo_perf.cpp" -lgloo || exit 1
 g++ $CXXFLAGS -std=c++17 -pthread -o "$B/ceilings" "$WORK/src/ceilings.cpp" || exit 1
-if [ ! -x "$TB/bin/tutti-run" ] || [ ! -f "$TB/lib/libtutti.so" ] || [ ! -x "$TB/bin/tutti-xcore-probe" ]; then
-  log "building tutti (library and tutti-run) in $TB"
+if [ ! -x "$TB/bin/tutti-run" ] || [ ! -f "$TB/lib/libtutti.so" ] || [ ! -x "$TB/bin/tutti-xcore-probe" ] \
+   || [ ! -x "$TB/bin/tutti-tcp-ceiling" ]; then
+  log "building tutti (library, tutti-run and the probes) in $TB"
   cmake -S "$top" -B "$TB" -DCMAKE_BUILD_TYPE=Release >/dev/null || exit 1
-  cmake --build "$TB" -j"$(nproc)" --target tutti tutti-run tutti-xcore-probe || exit 1
+  cmake --build "$TB" -j"$(nproc)" --target tutti tutti-run tutti-xcore-probe tutti-tcp-ceiling || exit 1
 fi
 g++ $CXXFLAGS -std=c++20 -I"$top/include" -I"$WORK/src" -o "$B/tutti_coll_perf" \
   "$here/compare/tutti_coll_perf.cc" -L"$TB/lib" -ltutti -Wl,-rpath,"$TB/lib" || exit 1
@@ -116,6 +119,13 @@ if [ ! -s "$OUT/ceilings.txt" ] || [ "${CEILINGS:-1}" = 1 ]; then
   log "ceilings (memory, CMA, TCP loopback)"
   "$B/ceilings" -t "$CEIL" > "$OUT/ceilings.txt" 2>&1 || FAILS+=("ceilings")
 fi
+# The bound on a 2-rank allreduce over TCP loopback at the target sizes (bench/tcp_ceiling.cc).
+case " $TRANSPORTS " in *" tcp "*)
+  log "tcp exchange bound (tutti-tcp-ceiling)"
+  tsz="1M 16M"; [ "$QUICK" = 0 ] && tsz="1M 16M 256M"
+  # shellcheck disable=SC2086
+  "$TB/bin/tutti-tcp-ceiling" -t "$CEIL" $tsz > "$OUT/tcp_ceiling.txt" 2>&1 || FAILS+=("tcp_ceiling") ;;
+esac
 
 # ---------------------------------------------------------------- runs
 # run <file> <timeout_s> <command...>: output into $OUT/<file>.txt, stderr appended as comments.

@@ -64,6 +64,7 @@ void Report::add(const Row& row) {
   }
   std::printf("  %19s  %7s", row.algorithm.empty() ? "-" : row.algorithm.c_str(),
               row.predictedUs < 0 ? "-" : formatTimeUs(row.predictedUs).c_str());
+  if (!row.variant.empty()) std::printf("  %6s", row.variant.c_str());
   std::printf("\n");
   std::fflush(stdout);
 }
@@ -88,6 +89,7 @@ std::string Report::writeJson(const std::string& path) const {
     j["out_of_place"] = measurementJson(r.outOfPlace);
     j["in_place"] = r.inPlace ? measurementJson(*r.inPlace) : nlohmann::ordered_json(nullptr);
     j["algorithm"] = r.algorithm.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(r.algorithm);
+    if (!r.variant.empty()) j["variant"] = r.variant;
     j["predicted_us"] = r.predictedUs < 0 ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(r.predictedUs);
     all.push_back(std::move(j));
   }

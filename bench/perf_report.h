@@ -35,6 +35,8 @@ struct Row {
   // its predicted time (Communicator::algorithmFor); "" / -1 when unknown.
   std::string algorithm;
   double predictedUs = -1;
+  // With --algo LIST: "auto" or "forced" (printed as one more column), else "".
+  std::string variant;
 };
 
 // Collects rows, prints them as they come (when `print`), and writes the summary and JSON.

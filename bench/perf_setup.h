@@ -33,7 +33,8 @@ struct Config {
   std::string roots = "0";
   std::string jsonPath;
   std::string coll = "allreduce";
-  std::string algo;
+  std::string algo;  // "", a name, or a comma list / "all" (interleaved comparison, --rounds)
+  int rounds = 0;    // 0: 1 for one algorithm, 5 for a list
   std::string transports;
   double timeoutSec = 0;
   int selfLaunchRanks = 0;

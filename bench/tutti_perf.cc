@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cinttypes>
 #include <cmath>
@@ -17,6 +18,7 @@
 #include <cstring>
 #include <exception>
 #include <memory>
+#include <optional>
 #include <string>
 #include <tutti/tutti.hpp>
 #include <vector>
@@ -98,7 +100,14 @@ int parseCommandLine(int argc, char** argv, Config& cfg) {
                  "allreduce allgather reducescatter broadcast reduce alltoall gather scatter "
                  "sendrecv (nccl-tests names such as all_reduce_perf work too)")
       ->capture_default_str();
-  app.add_option("--algo", cfg.algo, "algorithm name (Communicator::setAlgorithm); default auto");
+  app.add_option("--algo", cfg.algo,
+                 "algorithm name (Communicator::setAlgorithm); default auto. A comma list "
+                 "(auto for the selector) or 'all' (auto and every algorithm) compares them in "
+                 "one run: each size runs every listed algorithm in turn, --rounds times, and "
+                 "reports the fastest round of each (interference only ever adds time)");
+  app.add_option("--rounds", cfg.rounds,
+                 "interleaved rounds per size with an --algo list (default 5)")
+      ->check(CLI::Range(1, 1000));
   app.add_option("--transport", cfg.transports, "shm or tcp (or a comma list): Options::transports")
       ->check([](const std::string& v) { return checkTransports(v); });
   app.add_option("-T,--timeout", cfg.timeoutSec, "collective timeout in seconds (0: none)")
@@ -199,8 +208,97 @@ Result<Measurement> measure(Communicator& comm, const Config& cfg, const PerfCol
 
 // ---- the sweep -------------------------------------------------------------------------------
 
+// --algo LIST: the variants compared in one run ("" is the selector, printed "auto").
+struct Compare {
+  std::vector<std::string> names;
+  int rounds = 5;
+  double worst = 0;  // largest auto / best forced so far
+  size_t worstBytes = 0;
+};
+
+double fastest(const std::vector<double>& v) {
+  return v.empty() ? 0.0 : *std::min_element(v.begin(), v.end());
+}
+
+// One case with every variant of `cmp`: validation once each, then `rounds` rounds in which every
+// variant is timed in turn (out of place, then in place), so that all of them see the same state
+// of the machine; one row per variant with its fastest round (a round's time is the mean of
+// its -n calls; the minimum over rounds filters out rounds that other processes or the VM
+// slowed down), then a comparison line.
+Status compareCase(Communicator& comm, const Config& cfg, const PerfColl& coll, CaseShape s,
+                   Buffers& bufs, const Row& base, Compare& cmp, Report& report) {
+  struct Acc {
+    std::string name, chosen;
+    double predictedUs = -1;
+    std::optional<int64_t> wrong[2];  // out of place, in place
+    std::vector<double> times[2];
+  };
+  std::vector<Acc> accs;
+  for (const std::string& name : cmp.names) {
+    if (Status st = comm.setAlgorithm(coll.coll, name); !st) return st;
+    auto choice = comm.algorithmFor(coll.coll, s.count, s.dtype, s.op, s.root);
+    // A forced algorithm that declines this shape (algorithmFor fails, or names the algorithm
+    // that runs in its place) is left out: the same on every rank.
+    if (!choice || (!name.empty() && choice->algorithm != name)) continue;
+    accs.push_back({.name = name, .chosen = choice->algorithm, .predictedUs = choice->predictedUs});
+  }
+  const bool inPlace = coll.inPlace;
+  for (int round = 0; round < cmp.rounds; ++round) {
+    for (Acc& a : accs) {
+      if (Status st = comm.setAlgorithm(coll.coll, a.name); !st) return st;
+      for (const bool ip : {false, true}) {
+        if (ip && !inPlace) continue;
+        s.inPlace = ip;
+        const CallBuffers b = coll.buffers(s, bufs.send.data(), bufs.recv.data());
+        if (round == 0 && cfg.check > 0) {
+          Result<int64_t> wrong = validate(comm, coll, s, b, cfg.check);
+          if (!wrong) return wrong.status();
+          a.wrong[ip] = *wrong;
+        }
+        Result<double> seconds = timeCase(comm, cfg, coll, s, b);
+        if (!seconds) return seconds.status();
+        a.times[ip].push_back(*seconds * 1e6);
+      }
+    }
+  }
+  auto measurement = [&](double us, std::optional<int64_t> wrong) {
+    Measurement m;
+    m.timeUs = us;
+    m.algBw = us > 0 ? double(base.bytes) / us / 1e3 : 0;
+    m.busBw = m.algBw * coll.busBwFactor(s.nranks);
+    m.wrong = wrong;
+    return m;
+  };
+  double autoUs = -1, bestUs = -1;
+  std::string autoAlgo, bestAlgo;
+  for (const Acc& a : accs) {
+    Row row = base;
+    row.outOfPlace = measurement(fastest(a.times[0]), a.wrong[0]);
+    if (inPlace) row.inPlace = measurement(fastest(a.times[1]), a.wrong[1]);
+    row.algorithm = a.chosen;
+    row.predictedUs = a.predictedUs;
+    row.variant = a.name.empty() ? "auto" : "forced";
+    report.add(row);
+    const double us = row.outOfPlace.timeUs;
+    if (a.name.empty()) {
+      autoUs = us, autoAlgo = a.chosen;
+    } else if (bestUs < 0 || us < bestUs) {
+      bestUs = us, bestAlgo = a.chosen;
+    }
+  }
+  if (autoUs > 0 && bestUs > 0) {
+    const double ratio = autoUs / bestUs;
+    if (ratio > cmp.worst) cmp.worst = ratio, cmp.worstBytes = base.bytes;
+    if (comm.rank() == 0)
+      std::printf("# compare %zu B: auto %s %s us, best forced %s %s us, auto/best %.2f%s\n",
+                  base.bytes, autoAlgo.c_str(), formatTimeUs(autoUs).c_str(), bestAlgo.c_str(),
+                  formatTimeUs(bestUs).c_str(), ratio, ratio > 1.15 ? "  (over 15%)" : "");
+  }
+  return Status::ok();
+}
+
 // Runs every (dtype, op, root, size) case in nccl-tests order. Returns the exit status.
-int runSweep(Communicator& comm, const Config& cfg, const Plan& plan) {
+int runSweep(Communicator& comm, const Config& cfg, const Plan& plan, Compare* cmp) {
   const bool printer = comm.rank() == 0;
   const PerfColl& coll = *plan.coll;
   const int n = comm.size();
@@ -239,6 +337,11 @@ int runSweep(Communicator& comm, const Config& cfg, const Plan& plan) {
                   .nranks = n,
                   .outOfPlace = {},
                   .inPlace = std::nullopt};
+          if (cmp) {
+            if (Status st = compareCase(comm, cfg, coll, s, bufs, row, *cmp, report); !st)
+              return fail(comm, st);
+            continue;
+          }
           Result<Measurement> oop = measure(comm, cfg, coll, s, bufs, row.bytes);
           if (!oop) return fail(comm, oop.status());
           row.outOfPlace = *oop;
@@ -257,6 +360,9 @@ int runSweep(Communicator& comm, const Config& cfg, const Plan& plan) {
       }
     }
   }
+  if (cmp && cmp->worst > 0 && printer)
+    std::printf("# compare: worst auto/best %.2f at %zu B (%d interleaved rounds per size)\n",
+                cmp->worst, cmp->worstBytes, cmp->rounds);
   report.printFooter(coll.name);
   if (printer && !cfg.jsonPath.empty()) {
     if (std::string err = report.writeJson(cfg.jsonPath); !err.empty()) {
@@ -280,11 +386,25 @@ int runRank(const Config& cfg, Result<Communicator> created) {
     if (comm.rank() == 0) std::fprintf(stderr, "tutti-perf: %s\n", plan.status().message().c_str());
     return 2;
   }
-  if (!cfg.algo.empty()) {
-    if (Status st = comm.setAlgorithm(plan->coll->coll, cfg.algo); !st) {
+  const Coll c = plan->coll->coll;
+  std::vector<std::string> names;  // "" = the selector
+  if (cfg.algo == "all") {
+    names.push_back("");
+    for (const std::string& a : Communicator::algorithms(c)) names.push_back(a);
+  } else {
+    for (size_t pos = 0; pos <= cfg.algo.size();) {
+      size_t end = cfg.algo.find(',', pos);
+      if (end == std::string::npos) end = cfg.algo.size();
+      const std::string name = cfg.algo.substr(pos, end - pos);
+      names.push_back(name == "auto" ? "" : name);
+      pos = end + 1;
+    }
+  }
+  for (const std::string& name : names) {
+    if (Status st = comm.setAlgorithm(c, name); !st) {
       if (comm.rank() == 0) {
         std::string known;
-        for (const std::string& a : Communicator::algorithms(plan->coll->coll)) known += " " + a;
+        for (const std::string& a : Communicator::algorithms(c)) known += " " + a;
         std::fprintf(stderr, "tutti-perf: --algo %s: %s (known for %s:%s)\n", cfg.algo.c_str(),
                      st.toString().c_str(), std::string(plan->coll->name).c_str(),
                      known.empty() ? " none" : known.c_str());
@@ -292,7 +412,9 @@ int runRank(const Config& cfg, Result<Communicator> created) {
       return 2;
     }
   }
-  return runSweep(comm, cfg, *plan);
+  if (names.size() == 1) return runSweep(comm, cfg, *plan, nullptr);  // set above (or auto)
+  Compare cmp{.names = names, .rounds = cfg.rounds > 0 ? cfg.rounds : 5};
+  return runSweep(comm, cfg, *plan, &cmp);
 }
 
 int benchMain(int argc, char** argv) {

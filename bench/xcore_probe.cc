@@ -7,17 +7,21 @@
 // line before and after their runs so that a table taken in the slow placement is recognised.
 //
 // Usage: tutti-xcore-probe [CPU_A CPU_B]   (default: the first two CPUs this process may use)
-// Prints: xcore cpus=A,B round_trip_ns=R handoff_gbps=G
+// Prints: xcore cpus=A,B round_trip_ns=R exchange_ns=X handoff_gbps=G
 //   round_trip_ns: one cache line bounced A -> B -> A (median of 5 runs of 20000 round trips);
+//   exchange_ns:   A and B each publish 8 bytes with a sequence number in their own cache line
+//                  and wait for the other's, 20000 times in a row: the floor under any 2-rank
+//                  8-byte allreduce through shared memory (median of 5 runs);
 //   handoff_gbps:  A copies 512 KiB into a shared buffer, B copies it out, alternately; bytes
 //                  handed over per second (1e9), median of 5 runs of 200 handoffs.
-// Exit 0; 2 for bad arguments or fewer than two usable CPUs.
+// Exit 0; 1 if an exchange read a wrong value; 2 for bad arguments or fewer than two usable CPUs.
 #include <pthread.h>
 #include <sched.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -60,6 +64,45 @@ double roundTrips(int cpuA, int cpuB, int iters) {
   }
   const double s = std::chrono::duration<double>(Clock::now() - t0).count();
   peer.join();
+  return s;
+}
+
+// Seconds for `iters` symmetric exchanges: each side stores {seq, value} into a cache line of its
+// own and waits for the other side's line of that seq, then adds the value: a 2-rank allreduce of
+// one 8-byte word with nothing else around it. Each side owns two lines used by parity, so a
+// line is rewritten (seq i + 2) only after the peer has published i + 1, which it does after
+// reading seq i: no value is overwritten before it is read.
+double exchanges(int cpuA, int cpuB, int iters) {
+  struct alignas(64) Line {
+    std::atomic<uint64_t> seq{0};
+    uint64_t value = 0;
+  };
+  Line lines[2][2];  // [side][parity]
+  auto side = [&](int me, int cpu, uint64_t* sum) {
+    pin(cpu);
+    uint64_t acc = 0;
+    for (uint64_t i = 1; i <= uint64_t(iters); ++i) {
+      Line& mine = lines[me][i & 1];
+      Line& theirs = lines[1 - me][i & 1];
+      mine.value = i * (me + 1);
+      mine.seq.store(i, std::memory_order_release);
+      while (theirs.seq.load(std::memory_order_acquire) != i) {
+      }
+      acc += theirs.value;
+    }
+    *sum = acc;
+  };
+  uint64_t sumA = 0, sumB = 0;
+  std::thread peer([&] { side(1, cpuB, &sumB); });
+  const auto t0 = Clock::now();
+  side(0, cpuA, &sumA);
+  const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+  peer.join();
+  const uint64_t n = uint64_t(iters), tri = n * (n + 1) / 2;
+  if (sumA != 2 * tri || sumB != tri) {  // each side must have read every one of the peer's values
+    std::fprintf(stderr, "tutti-xcore-probe: exchange read a wrong value\n");
+    std::exit(1);
+  }
   return s;
 }
 
@@ -115,12 +158,13 @@ int main(int argc, char** argv) {
   }
   constexpr int kRuns = 5, kTrips = 20000, kHandoffs = 200;
   constexpr size_t kBytes = 512 << 10;
-  std::vector<double> rt, bw;
+  std::vector<double> rt, ex, bw;
   for (int r = 0; r < kRuns; ++r) {
     rt.push_back(roundTrips(cpus[0], cpus[1], kTrips) / kTrips * 1e9);
+    ex.push_back(exchanges(cpus[0], cpus[1], kTrips) / kTrips * 1e9);
     bw.push_back(kBytes * double(kHandoffs) / handoffs(cpus[0], cpus[1], kBytes, kHandoffs) / 1e9);
   }
-  std::printf("xcore cpus=%d,%d round_trip_ns=%.0f handoff_gbps=%.2f\n", cpus[0], cpus[1],
-              median(rt), median(bw));
+  std::printf("xcore cpus=%d,%d round_trip_ns=%.0f exchange_ns=%.0f handoff_gbps=%.2f\n", cpus[0],
+              cpus[1], median(rt), median(ex), median(bw));
   return 0;
 }

@@ -18,6 +18,7 @@
 // link-model file (docs/TOPOLOGY.md), to
 //   $TUTTI_CALIBRATE_DIR (default $XDG_CACHE_HOME/tutti, else $HOME/.cache/tutti)
 //     /calibration-<hostname>-<ranks on this host>r.json
+// (with "-tcp" before ".json" when the ranks of a host are joined by tcp, TUTTI_TRANSPORTS=tcp)
 // A later job with TUTTI_CALIBRATE=1 and the same number of ranks per host loads those files
 // instead of measuring when every host has one (TUTTI_CALIBRATE=2 measures again). TUTTI_LINK_FILE
 // is applied after, and wins.
@@ -115,8 +116,11 @@ Status CommImpl::calibrate(const std::vector<int>& hostOfRank) {
   std::vector<int> local;  // ranks of this host, in rank order
   for (int r = 0; r < nranks_; ++r)
     if (hostOfRank[r] == myHost) local.push_back(r);
-  const std::string path = fmt::format("{}/calibration-{}-{}r.json", cacheDir(), hostName(),
-                                       local.size());
+  // A job whose host-mates meet over tcp measures other links than one over shm: its own file.
+  const std::string via =
+      onHostTransport_.empty() || onHostTransport_ == "shm" ? "" : "-" + onHostTransport_;
+  const std::string path = fmt::format("{}/calibration-{}-{}r{}.json", cacheDir(), hostName(),
+                                       local.size(), via);
 
   // 1. Cached? Every host must have its file, or every rank measures (the measurement needs all).
   std::string cached;

@@ -141,6 +141,7 @@ class CommImpl final : public ExecHooks, public hang::Source {
   // (CollShape::hostOf), TUTTI_ALGO / NCCL_ALGO, and the decisions per call shape (cleared with
   // plans_).
   algo::LinkModel model_;
+  std::string onHostTransport_;  // how ranks of one host are joined: "shm", "tcp", "mixed", ""
   std::vector<std::byte> calibBuf_;  // ping-pong buffer (init only)
   std::vector<int> hostOf_;
   algo::AlgoOverrides envAlgo_;

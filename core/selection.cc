@@ -68,6 +68,29 @@ Status CommImpl::initSelection() {
     world.copyGBps = local.copyGBps;
   }
   model_ = algo::linkModelFor(world);
+  // Ranks of one host normally meet over shm; when a transport list (TUTTI_TRANSPORTS=tcp) makes
+  // them meet over the network, the model must cost those pairs as that network. Every rank must
+  // see the same model, so each says how its own host-mates are connected and all combine it.
+  {
+    std::string mine;
+    for (int p = 0; p < nranks_; ++p) {
+      if (p == rank_ || hostOfRank[p] != hostOfRank[rank_]) continue;
+      if (mine.empty()) mine = connTransport_[p];
+      else if (mine != connTransport_[p]) mine = "mixed";
+    }
+    TUTTI_TRY_ASSIGN(auto all, boot_->allGather(mine));
+    std::string onHost;
+    for (const auto& t : all) {
+      if (t.empty()) continue;
+      onHost = onHost.empty() || onHost == t ? t : "mixed";
+    }
+    onHostTransport_ = onHost;
+    if (auto cls = algo::parseLinkClass(onHost); cls && *cls != algo::LinkClass::kShm) {
+      algo::useNetworkOnHost(model_, *cls, world.hosts.size() == 1);
+      TUTTI_LOG_INFO(Subsys::kTuning, "init: ranks on one host are joined by {}: the model costs "
+                     "them as {}", onHost, algo::linkClassName(*cls));
+    }
+  }
   TUTTI_TRY(calibrate(hostOfRank));
   if (const std::string path = kLinkFile.get(); !path.empty())
     TUTTI_TRY(algo::applyLinkFile(path, model_));

@@ -220,10 +220,16 @@ TEST_CASE("ranks that call different operations get InvalidUsage naming ranks an
         }
         std::fprintf(stderr, "rank %d: %s\n", rank, s.toString().c_str());
         TUTTI_CHILD_CHECK(Clock::now() - t0 < std::chrono::seconds(10));
-        if (kind == "small count" && rank == 0 && s.isOk()) {
-          // Not a neighbour of rank 2; with a one-round algorithm it may finish (with the right
-          // data: every input is 1) before the failure notices arrive; its next call fails.
-          TUTTI_CHILD_CHECK(out[0] == 4.f && out[1] == 4.f);
+        if (s.isOk() && kind != "root") {
+          // A rank whose part of the call did not depend on what its ring neighbour checks may
+          // finish before the failure notices arrive (one_shot, which wins over tcp at these
+          // sizes: rank 0 has rank 2's data at once; rank 2's broadcast from root 0 receives
+          // rank 0's allreduce data). Its data is right (every input is 1, the first `count` of
+          // rank 2's too) except for a datatype mismatch, where int32 ones read as floats
+          // (docs/errors.md); its next call fails.
+          const float want = kind == "collective" && odd ? 1.f : 4.f;
+          if (kind != "dtype")
+            for (size_t i = 0; i < count; ++i) TUTTI_CHILD_CHECK(out[i] == want);
           TUTTI_CHILD_CHECK(!c->barrier().isOk());
           return 0;
         }
