@@ -369,7 +369,7 @@ Result<std::vector<std::byte>> TcpTransport::setup(const Context& ctx) {
   int64_t nsocks = kNsocks.get();
   // Two streams, on loopback too: a 2-rank allreduce over loopback ran 1.2-1.5x faster at
   // 2-16 MiB with two than with one (and bench/tcp_ceiling.cc's bare exchange likewise).
-  if (nsocks == 0) nsocks = ctx.loopbackOnly ? 1 : 2;
+  if (nsocks == 0) nsocks = 2;
   if (nsocks < 1 || nsocks > kMaxStreams) {
     return invalidArgument("tcp: TUTTI_SOCKET_NSOCKS must be in [1, {}] (value={}, rank={})",
                            kMaxStreams, nsocks, ctx.rank);
