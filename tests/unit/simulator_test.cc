@@ -5,6 +5,7 @@
 // zero-count calls. Algorithms written elsewhere are looked up by name and skipped with a warning
 // until they are registered.
 #include "algorithms/simulator.h"
+#include "algorithms/link_model.h"
 
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -109,6 +110,44 @@ TEST_CASE("simulator: shared CPUs slow multi-peer shm rounds, not single-peer on
   shared.cpuLoad = 1.5;
   gather = predictUs(Coll::kGather, "direct", shapeOf(Coll::kGather, n, count / n), shared);
   TUTTI_REQUIRE_EXACT(*gather, c.a + 1.5 * (n - 1) / n * S * c.b);
+}
+
+TEST_CASE("simulator: the cache term slows the bytes of a message beyond cacheBytes",
+          "[simulator]") {
+  // Direct gather of S/n per rank: the root receives n-1 messages of S/n bytes. With
+  // streamFactor f and cacheBytes c < S/n, each message's data takes c b + (S/n - c) b / f.
+  LinkModel m = LinkModel::defaults();
+  const Costs c = costs(m);
+  const int n = 4;
+  const size_t perRank = 1 << 20;  // floats: 4 MiB per message
+  const double msg = perRank * 4.0;
+  auto plain = predictUs(Coll::kGather, "direct", shapeOf(Coll::kGather, n, perRank), m);
+  if (!plain) return;
+  TUTTI_REQUIRE_EXACT(*plain, c.a + (n - 1) * msg * c.b);
+  m.links[static_cast<int>(LinkClass::kShm)].streamFactor = 0.5;
+  m.cacheBytes = 1 << 20;
+  auto slowed = predictUs(Coll::kGather, "direct", shapeOf(Coll::kGather, n, perRank), m);
+  if (!slowed) return;
+  const double per = (double(m.cacheBytes) + (msg - double(m.cacheBytes)) / 0.5) * c.b;
+  TUTTI_REQUIRE_EXACT(*slowed, c.a + (n - 1) * per);
+  // Messages that fit keep the plain cost.
+  m.cacheBytes = 8 << 20;
+  auto fits = predictUs(Coll::kGather, "direct", shapeOf(Coll::kGather, n, perRank), m);
+  if (!fits) return;
+  TUTTI_REQUIRE_EXACT(*fits, *plain);
+}
+
+TEST_CASE("link model: host-mates joined by tcp are costed as loopback tcp", "[simulator]") {
+  LinkModel m = LinkModel::defaults();
+  useNetworkOnHost(m, LinkClass::kTcp, true);
+  REQUIRE(m.linkClass(0, 1) == LinkClass::kTcp);
+  REQUIRE(m.linkClass(1, 1) == LinkClass::kSelf);
+  REQUIRE(m.link(0, 1).latencyUs == 3.5);
+  REQUIRE(m.link(0, 1).streamFactor == 0.75);
+  REQUIRE(!m.portOf);
+  LinkModel keep = LinkModel::defaults();
+  useNetworkOnHost(keep, LinkClass::kShm, true);  // shm: nothing changes
+  REQUIRE(keep.linkClass(0, 1) == LinkClass::kShm);
 }
 
 TEST_CASE("simulator: ring allgather: (n-1)a + (n-1)/n S b", "[simulator]") {
