@@ -38,17 +38,17 @@ LinkModel linkModelFor(const topo::Topology& world);
 /// (TUTTI_TRANSPORTS=tcp, or ib): classOf returns `cls` wherever it returned kShm. When every
 /// rank is on one host (`loopbackOnly`), the class's traffic is loopback, which no NIC speed
 /// describes: kTcp then takes this machine's TCP loopback figures (o 2 us, latency 3.5 us,
-/// 3.5 GB/s per direction, stream factor 0.75 beyond the 2 MiB cache: bench/tcp_ceiling.cc and tutti-perf's 8-byte allreduce, measured on
-/// the 2-core development VM, docs/PERFORMANCE.md), and ranks no longer share a port (no NIC
-/// is in the way: each rank's stream is its own CPU's copying). Apply before calibration and link files,
-/// which override it. Pure apart from `m`.
+/// 3.5 GB/s per direction, stream factor 0.75 beyond the 2 MiB cache: bench/tcp_ceiling.cc and
+/// tutti-perf's 8-byte allreduce on the 2-core development VM, docs/PERFORMANCE.md), and ranks
+/// no longer share a port (no NIC is in the way: each rank's stream is its own CPU copying).
+/// Apply before calibration and link files, which override it. Pure apart from `m`.
 void useNetworkOnHost(LinkModel& m, LinkClass cls, bool loopbackOnly);
 
 /// Applies a link-model file: JSON {"links": {"shm": {"latency_us": .., "bandwidth_gbps": ..},
-/// ..., "reduce_gbps": .., "copy_gbps": .., "cpu_load": .., "slice_bytes": .., "cache_bytes": ..}};
-/// a class may also give "stream_factor" (LinkParams::streamFactor) (the topology
-/// file's "links" object; unnamed
-/// classes keep their value). InvalidArgument naming the file and the JSON path of a problem.
+/// ..., "reduce_gbps": .., "copy_gbps": .., "cpu_load": .., "slice_bytes": .., "cache_bytes": ..}},
+/// where a class may also give "stream_factor" (LinkParams::streamFactor); the topology file's
+/// "links" object. Unnamed classes keep their value. InvalidArgument naming the file and the
+/// JSON path of a problem.
 Status applyLinkFile(const std::string& path, LinkModel& model);
 
 /// applyLinkFile on the text of such a file; `where` names it in errors.

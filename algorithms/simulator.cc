@@ -286,9 +286,11 @@ class Sim {
           msg.pair = pairs_.emplace(pair, static_cast<int>(pairs_.size())).first->second;
           msg.latencyUs = model_.links[cls].latencyUs;
           msg.bandwidthGBps = model_.links[cls].bandwidthGBps;
-          if (const double f = model_.links[cls].streamFactor; f < 1.0 && s.bytes > model_.cacheBytes) {
+          const double f = model_.links[cls].streamFactor;
+          if (f < 1.0 && s.bytes > model_.cacheBytes) {
             // Harmonic blend: cacheBytes at full speed, the rest at f times it.
-            const double b = static_cast<double>(s.bytes), c = static_cast<double>(model_.cacheBytes);
+            const double b = static_cast<double>(s.bytes);
+            const double c = static_cast<double>(model_.cacheBytes);
             msg.bandwidthGBps *= b / (c + (b - c) / f);
           }
           if (model_.cpuLoad > 1.0 && lc == LinkClass::kShm) {

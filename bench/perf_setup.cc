@@ -17,7 +17,6 @@
 #include <thread>
 
 namespace tutti::bench {
-namespace {
 
 std::vector<std::string> splitList(const std::string& s) {
   std::vector<std::string> out;
@@ -29,6 +28,8 @@ std::vector<std::string> splitList(const std::string& s) {
   }
   return out;
 }
+
+namespace {
 
 constexpr DataType kAllDataTypes[] = {DataType::kInt8,     DataType::kUint8,   DataType::kInt32,
                                       DataType::kUint32,   DataType::kInt64,   DataType::kUint64,

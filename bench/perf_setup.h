@@ -42,6 +42,9 @@ struct Config {
   int ngpus = 1;
 };
 
+// "a,b,,c" -> {"a", "b", "c"} (empty items dropped).
+std::vector<std::string> splitList(const std::string& s);
+
 // Checks what can be checked before the communicator exists; "" when fine.
 std::string validateConfig(const Config& cfg);
 // CLI11 validator for --transport: "" when every comma-separated name is shm or tcp.

@@ -189,21 +189,29 @@ Result<double> timeCase(Communicator& comm, const Config& cfg, const PerfColl& c
   return seconds;
 }
 
+// Time per op -> the row's columns (bandwidths from `bytes`, the size column).
+Measurement measurementOf(double seconds, size_t bytes, const PerfColl& coll, int nranks,
+                          std::optional<int64_t> wrong) {
+  Measurement m;
+  m.timeUs = seconds * 1e6;
+  m.algBw = seconds > 0 ? double(bytes) / seconds / 1e9 : 0;
+  m.busBw = m.algBw * coll.busBwFactor(nranks);
+  m.wrong = wrong;
+  return m;
+}
+
 Result<Measurement> measure(Communicator& comm, const Config& cfg, const PerfColl& coll,
                             const CaseShape& s, Buffers& bufs, size_t bytes) {
   const CallBuffers b = coll.buffers(s, bufs.send.data(), bufs.recv.data());
-  Measurement m;
+  std::optional<int64_t> wrong;
   if (cfg.check > 0) {
-    Result<int64_t> wrong = validate(comm, coll, s, b, cfg.check);
-    if (!wrong) return wrong.status();
-    m.wrong = *wrong;
+    Result<int64_t> w = validate(comm, coll, s, b, cfg.check);
+    if (!w) return w.status();
+    wrong = *w;
   }
   Result<double> seconds = timeCase(comm, cfg, coll, s, b);
   if (!seconds) return seconds.status();
-  m.timeUs = *seconds * 1e6;
-  m.algBw = *seconds > 0 ? double(bytes) / *seconds / 1e9 : 0;
-  m.busBw = m.algBw * coll.busBwFactor(s.nranks);
-  return m;
+  return measurementOf(*seconds, bytes, coll, s.nranks, wrong);
 }
 
 // ---- the sweep -------------------------------------------------------------------------------
@@ -231,7 +239,7 @@ Status compareCase(Communicator& comm, const Config& cfg, const PerfColl& coll, 
     std::string name, chosen;
     double predictedUs = -1;
     std::optional<int64_t> wrong[2];  // out of place, in place
-    std::vector<double> times[2];
+    std::vector<double> times[2];  // seconds per op, one per round
   };
   std::vector<Acc> accs;
   for (const std::string& name : cmp.names) {
@@ -257,24 +265,17 @@ Status compareCase(Communicator& comm, const Config& cfg, const PerfColl& coll, 
         }
         Result<double> seconds = timeCase(comm, cfg, coll, s, b);
         if (!seconds) return seconds.status();
-        a.times[ip].push_back(*seconds * 1e6);
+        a.times[ip].push_back(*seconds);
       }
     }
   }
-  auto measurement = [&](double us, std::optional<int64_t> wrong) {
-    Measurement m;
-    m.timeUs = us;
-    m.algBw = us > 0 ? double(base.bytes) / us / 1e3 : 0;
-    m.busBw = m.algBw * coll.busBwFactor(s.nranks);
-    m.wrong = wrong;
-    return m;
-  };
   double autoUs = -1, bestUs = -1;
   std::string autoAlgo, bestAlgo;
   for (const Acc& a : accs) {
     Row row = base;
-    row.outOfPlace = measurement(fastest(a.times[0]), a.wrong[0]);
-    if (inPlace) row.inPlace = measurement(fastest(a.times[1]), a.wrong[1]);
+    row.outOfPlace = measurementOf(fastest(a.times[0]), base.bytes, coll, s.nranks, a.wrong[0]);
+    if (inPlace)
+      row.inPlace = measurementOf(fastest(a.times[1]), base.bytes, coll, s.nranks, a.wrong[1]);
     row.algorithm = a.chosen;
     row.predictedUs = a.predictedUs;
     row.variant = a.name.empty() ? "auto" : "forced";
@@ -392,13 +393,8 @@ int runRank(const Config& cfg, Result<Communicator> created) {
     names.push_back("");
     for (const std::string& a : Communicator::algorithms(c)) names.push_back(a);
   } else {
-    for (size_t pos = 0; pos <= cfg.algo.size();) {
-      size_t end = cfg.algo.find(',', pos);
-      if (end == std::string::npos) end = cfg.algo.size();
-      const std::string name = cfg.algo.substr(pos, end - pos);
-      names.push_back(name == "auto" ? "" : name);
-      pos = end + 1;
-    }
+    for (const std::string& name : splitList(cfg.algo)) names.push_back(name == "auto" ? "" : name);
+    if (names.empty()) names.push_back("");
   }
   for (const std::string& name : names) {
     if (Status st = comm.setAlgorithm(c, name); !st) {

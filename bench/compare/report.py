@@ -141,9 +141,11 @@ def floors(results):
             out["exchange_us"] = min(ex) / 1000
     tc = os.path.join(results, "tcp_ceiling.txt")
     if os.path.exists(tc):
-        for m in re.finditer(r"tcp_exchange bytes=(\d+) best_us=[\d.]+ busbw_bound_gbps=([\d.]+)",
-                             open(tc).read()):
-            out["tcp_bound"][int(m.group(1))] = float(m.group(2))
+        out["tcp_lines"] = [l for l in open(tc).read().splitlines() if l.startswith("tcp_exchange ")]
+        for l in out["tcp_lines"]:
+            m = re.match(r"tcp_exchange bytes=(\d+) best_us=[\d.]+ busbw_bound_gbps=([\d.]+)", l)
+            if m:
+                out["tcp_bound"][int(m.group(1))] = float(m.group(2))
     return out
 
 
@@ -280,13 +282,11 @@ def main():
                    "fast and slow vCPU placements, and shm numbers follow it:\n")
         out.append("```\n" + open(xcore).read().strip() + "\n```\n")
     fl = floors(results)
-    tc = os.path.join(results, "tcp_ceiling.txt")
-    if os.path.exists(tc):
+    if fl.get("tcp_lines"):
         out.append("TCP loopback bound (tutti-tcp-ceiling, this run): the fastest exchange of S bytes "
                    "each way between two pinned processes, over 1, 2 or 4 sockets and several write "
                    "sizes; S / that time bounds a 2-rank allreduce's busbw over TCP from above:\n")
-        out.append("```\n" + "\n".join(l for l in open(tc).read().splitlines()
-                                        if l.startswith("tcp_exchange ")) + "\n```\n")
+        out.append("```\n" + "\n".join(fl["tcp_lines"]) + "\n```\n")
     out.append("Ratio = best peer time / tutti time (= tutti busbw / best peer busbw): above 1x tutti "
                "is faster. Best peer = fastest library (and variant) at that size, rank count and "
                "transport. Every run checks its results first (#wrong must be 0).\n")
