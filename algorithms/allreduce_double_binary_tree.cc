@@ -20,7 +20,8 @@
 // Rounds: K + H with H = T + D - 1 (T <= 2 log2 n: staggering; D = depth <= log2 n + 1).
 // Cost: about (K + H)(alpha + 2 S/K beta) + S gamma: a rank sends at most two pieces of S/2K
 // up and two down per round. K = sqrt(H S/2 / A) minimises (K + H)(alpha + S/2K beta) for
-// A = alpha/beta, taken as 32 KiB (host transports), capped at 64 pieces.
+// A = alpha/beta, taken as 32 KiB (host transports); at least S/2 / 512 KiB pieces (cache-sized
+// pieces), at most 1024.
 // Any nranks >= 1, any count >= 0.
 #include <algorithm>
 #include <cmath>
@@ -33,7 +34,11 @@ namespace {
 
 // Bytes whose transfer costs about one round's latency on a host transport (alpha / beta).
 constexpr double kAlphaBytes = 32 << 10;
-constexpr size_t kMaxPieces = 64;
+// Pieces are no larger than this (beyond the latency-optimal count): a piece then stays in cache
+// between arriving, being reduced and being passed on, which is what makes the pipelined tree
+// beat ring and Rabenseifner at large sizes on a loaded host (LinkModel::cacheBytes).
+constexpr double kMaxPieceBytes = 512 << 10;
+constexpr size_t kMaxPieces = 1024;
 
 struct Tree {
   int n = 1;
@@ -98,7 +103,8 @@ Result<Schedule> build(const CollShape& s) {
     const int maxDepth = *std::max_element(trees[x].depth.begin(), trees[x].depth.end());
     // (K + H) alpha + (K + H) / K * S beta is least at K = sqrt(H S beta / alpha).
     const double fill = trees[x].up[0] + maxDepth - 1;
-    const auto best = static_cast<size_t>(std::ceil(std::sqrt(fill * bytes / kAlphaBytes)));
+    const auto best = std::max(static_cast<size_t>(std::ceil(std::sqrt(fill * bytes / kAlphaBytes))),
+                               static_cast<size_t>(std::ceil(bytes / kMaxPieceBytes)));
     const size_t most = std::min(kMaxPieces, std::max<size_t>(halves[x].count, 1));
     pieces[x] = std::clamp<size_t>(best, 1, most);
     rounds = std::max(rounds, static_cast<int>(pieces[x]) + trees[x].up[0] + maxDepth - 1);

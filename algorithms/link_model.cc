@@ -25,6 +25,16 @@ namespace {
 // with the load (ranks / PUs) while the latency stays.
 constexpr double kShmLatencyUs = 0.3;
 constexpr double kOversubscribedOverheadUs = 0.4;  // o = this * ranks / PUs when ranks > PUs
+// With more ranks than PUs, the bytes of one shm message beyond the size of one L2 cache move at
+// this fraction of the bandwidth: ranks that share a core evict each other's blocks at every
+// switch. Fitted to tutti-perf --algo all with 4 ranks on the 2-core development VM (1 MiB of L2
+// per core): measured / predicted time grew from 1.6x for ring steps of 256 KiB to 4.0x at
+// 2 MiB and 4.6x at 4 MiB, while the pipelined double binary tree (pieces of 128-430 KiB) stayed
+// at 0.8-1.8x (docs/PERFORMANCE.md). With one rank per core the 2-rank runs show no such gap
+// between large blocks and pipelined pieces (ring, Rabenseifner and the tree within 10% of each
+// other from 8 to 256 MiB): the term stays off.
+constexpr double kOversubscribedStreamFactor = 0.2;
+constexpr uint64_t kDefaultL2Bytes = 1 << 20;  // when the probe found no L2
 
 // Per-message send overhead by class (self, shm, tcp, nvlink, pcie, ib): what a rank spends
 // issuing one message, serialised over its messages. shm fitted on the development VM; tcp is a
@@ -159,8 +169,17 @@ LinkModel linkModelFor(const topo::Topology& w) {
   }
   LinkParams& shm = m.links[static_cast<int>(LinkClass::kShm)];
   shm.latencyUs = kShmLatencyUs;
-  if (load > 1.0) shm.overheadUs = kOversubscribedOverheadUs * load;
   m.cpuLoad = load;
+  if (load > 1.0) {
+    shm.overheadUs = kOversubscribedOverheadUs * load;
+    uint64_t l2 = 0;  // the smallest L2 of any host
+    for (const auto& h : w.hosts)
+      for (const auto& c : h.caches)
+        if (c.level == 2 && c.type != "instruction" && c.sizeBytes > 0)
+          l2 = l2 == 0 ? c.sizeBytes : std::min(l2, c.sizeBytes);
+    shm.streamFactor = kOversubscribedStreamFactor;
+    m.cacheBytes = l2 ? l2 : kDefaultL2Bytes;
+  }
 
   // NIC speeds: the slowest NIC of each kind that is known.
   double eth = std::numeric_limits<double>::infinity(), ib = eth;

@@ -228,6 +228,38 @@ TEST_CASE("overrides, forced algorithms and declines decide as documented", "[se
         std::string::npos);
 }
 
+TEST_CASE("an oversubscribed host turns on the shm cache term and pipelining wins large sizes",
+          "[selector]") {
+  // The development VM: 2 PUs, 1 MiB of L2 per core, all ranks on one host.
+  auto host = [](int nranks) {
+    topo::Topology t;
+    topo::Host h;
+    h.cores = h.pus = 2;
+    h.caches.push_back({.level = 2, .type = "unified", .sizeBytes = 1 << 20, .count = 2});
+    t.hosts.push_back(h);
+    t.ranks.assign(nranks, topo::RankPlace{});
+    return t;
+  };
+  const LinkModel two = linkModelFor(host(2));
+  CHECK(two.links[static_cast<int>(LinkClass::kShm)].streamFactor == 1.0);
+  const topo::Topology four = host(4);
+  const LinkModel m = linkModelFor(four);
+  CHECK(m.cpuLoad == 2.0);
+  CHECK(m.links[static_cast<int>(LinkClass::kShm)].streamFactor == Approx(0.2));
+  CHECK(m.cacheBytes == size_t{1} << 20);
+  // 2 MiB: blocks of at most 1 MiB per step fit the cache; a block algorithm (ring or
+  // Rabenseifner: at most 2(n-1) rounds) wins. 32 MiB: only the pipelined tree's pieces fit.
+  auto winner = [&](size_t bytes) {
+    CollShape s = allreduceShape(four, bytes);
+    auto d = select(s, m, {});
+    REQUIRE(d.isOk());
+    INFO(describe(s, d.value()));
+    return footprint(*d.value().algo, s);
+  };
+  CHECK(winner(size_t{2} << 20).rounds <= 6u);
+  CHECK(winner(size_t{32} << 20).rounds > 6u);
+}
+
 TEST_CASE("the TUNING line lists every candidate, the winner and why", "[selector]") {
   const topo::Topology t = loadExample("ib-2host-8gpu");
   CollShape s = allreduceShape(t, 1 << 20);
