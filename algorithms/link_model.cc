@@ -25,14 +25,17 @@ namespace {
 // with the load (ranks / PUs) while the latency stays.
 constexpr double kShmLatencyUs = 0.3;
 constexpr double kOversubscribedOverheadUs = 0.4;  // o = this * ranks / PUs when ranks > PUs
-// With more ranks than PUs, the bytes of one shm message beyond the size of one L2 cache move at
-// this fraction of the bandwidth: ranks that share a core evict each other's blocks at every
-// switch. Fitted to tutti-perf --algo all with 4 ranks on the 2-core development VM (1 MiB of L2
-// per core): measured / predicted time grew from 1.6x for ring steps of 256 KiB to 4.0x at
-// 2 MiB and 4.6x at 4 MiB, while the pipelined double binary tree (pieces of 128-430 KiB) stayed
-// at 0.8-1.8x (docs/PERFORMANCE.md). With one rank per core the 2-rank runs show no such gap
-// between large blocks and pipelined pieces (ring, Rabenseifner and the tree within 10% of each
-// other from 8 to 256 MiB): the term stays off.
+// Cache term for shm (LinkParams::streamFactor, LinkModel::cacheBytes): the bytes of one message
+// beyond the cache move at a fraction of the bandwidth. Fitted to tutti-perf --algo all on the
+// 2-core development VM (1 MiB of L2 per core) once the double binary tree's pieces were capped
+// at 512 KiB (docs/PERFORMANCE.md, session 5):
+//  - one rank per PU (2 ranks): ring and Rabenseifner (one block of S/2 per step) ran 1.07-1.24x
+//    the pipelined tree's time from 8 to 256 MiB and 0.85-0.9x at 2-4 MiB, where the model had
+//    them equal: 0.75 beyond the default 2 MiB;
+//  - more ranks than PUs (4 ranks): measured / predicted time of ring steps grew from 1.6x at
+//    256 KiB blocks to 4.0x at 2 MiB and 4.6x at 4 MiB (ranks sharing a core evict each other's
+//    blocks at every switch) while the tree stayed at 0.8-1.8x: 0.2 beyond one L2.
+constexpr double kStreamFactor = 0.75;
 constexpr double kOversubscribedStreamFactor = 0.2;
 constexpr uint64_t kDefaultL2Bytes = 1 << 20;  // when the probe found no L2
 
@@ -170,6 +173,7 @@ LinkModel linkModelFor(const topo::Topology& w) {
   LinkParams& shm = m.links[static_cast<int>(LinkClass::kShm)];
   shm.latencyUs = kShmLatencyUs;
   m.cpuLoad = load;
+  shm.streamFactor = kStreamFactor;
   if (load > 1.0) {
     shm.overheadUs = kOversubscribedOverheadUs * load;
     uint64_t l2 = 0;  // the smallest L2 of any host

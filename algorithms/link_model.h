@@ -25,10 +25,11 @@ LinkClass linkClassBetween(const topo::Topology& world, int a, int b);
 /// The model for `world`: LinkModel::defaults() per class, then
 ///  - per-message send overheads (LogP's o): shm 0.1 us, tcp 2 us, nvlink 0.3 us, pcie and
 ///    ib 0.5 us; shm latency 0.3 us; with L ranks on a host of P PUs and L > P (oversubscribed)
-///    the shm overhead becomes 0.4 L / P us (each message costs a context switch), and the bytes
-///    of one shm message beyond cacheBytes = the size of one L2 cache (1 MiB when the probe
-///    found none) move at 0.2 times the bandwidth (stream factor: ranks that share a core evict
-///    each other's blocks; fitted on the 2-core development VM);
+///    the shm overhead becomes 0.4 L / P us (each message costs a context switch);
+///  - shm cache term (simulator.h "Cache"): the bytes of one message beyond cacheBytes (2 MiB)
+///    move at 0.75 times the bandwidth; when oversubscribed beyond the size of one L2 cache (1 MiB
+///    when the probe found none) at 0.2 times it (ranks that share a core evict each other's
+///    blocks). Both fitted on the 2-core development VM (link_model.cc);
 ///  - tcp / ib bandwidth from the slowest NIC speed known (Gbit/s / 8, times 0.9 for tcp);
 ///  - nvlink bandwidth 20 GB/s per link of the least-connected GPU pair; pcie from the GPUs'
 ///    PCIe link speed;
