@@ -278,8 +278,10 @@ def main():
             f"{k} {v:.2f}" + (" us" if k.endswith("lat") else " GB/s") for k, v in sorted(ceil.items())) + "\n")
     xcore = os.path.join(results, "xcore.txt")
     if os.path.exists(xcore):
-        out.append("Cross-CPU probe (tutti-xcore-probe) before each run; on a VM it drifts between "
-                   "fast and slow vCPU placements, and shm numbers follow it:\n")
+        out.append("Cross-CPU probe (tutti-xcore-probe) before and after each run; on a VM it drifts "
+                   "between fast and slow vCPU placements, and shm numbers follow it. With WAIT_FAST=1 "
+                   "(default) a run waits for the fast placement and is repeated (RETRY_SLOW times) "
+                   "when the probe after it reads slow; the last attempt is the one reported:\n")
         out.append("```\n" + open(xcore).read().strip() + "\n```\n")
     fl = floors(results)
     if fl.get("tcp_lines"):
