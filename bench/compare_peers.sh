@@ -115,7 +115,7 @@ g++ $CXXFLAGS -std=c++20 -I"$top/include" -I"$WORK/src" -o "$B/tutti_coll_perf" 
   dpkg-query -W -f='${Package} ${Version}\n' openmpi-bin mpich libgloo-dev 2>/dev/null
   sysctl kernel.yama.ptrace_scope net.ipv4.tcp_congestion_control 2>&1
 } > "$OUT/env.txt"
-rm -f "$OUT/xcore.txt"
+touch "$OUT/xcore.txt"  # each run replaces its own lines (a filtered run keeps the others)
 if [ ! -s "$OUT/ceilings.txt" ] || [ "${CEILINGS:-1}" = 1 ]; then
   log "ceilings (memory, CMA, TCP loopback)"
   "$B/ceilings" -t "$CEIL" > "$OUT/ceilings.txt" 2>&1 || FAILS+=("ceilings")
@@ -161,6 +161,7 @@ slow_after() {  # <label>: probe after a run; true when it reads slow (and WAIT_
 run() {
   local f=$1 to=$2; shift 2
   local attempt rc
+  sed -i "/^$f /d" "$OUT/xcore.txt"
   for ((attempt = 0; attempt <= ${RETRY_SLOW:-2}; attempt++)); do
     log "run $f$([ "$attempt" -gt 0 ] && echo " (again: the placement turned slow during it)")"
     fast_probe "$f"
@@ -178,6 +179,7 @@ gloo() {
   local store; store=$(mktemp -d /tmp/tutti_gloo_store.XXXXXX)
   local pids=() rc=0 r
   log "run $f"
+  sed -i "/^$f /d" "$OUT/xcore.txt"
   fast_probe "$f"
   for ((r = 0; r < n; r++)); do
     timeout -k 5 "$to" "$B/gloo_perf" -r $r -n "$n" -s "$store" "$@" \
