@@ -103,8 +103,8 @@ Result<Schedule> build(const CollShape& s) {
     const int maxDepth = *std::max_element(trees[x].depth.begin(), trees[x].depth.end());
     // (K + H) alpha + (K + H) / K * S beta is least at K = sqrt(H S beta / alpha).
     const double fill = trees[x].up[0] + maxDepth - 1;
-    const auto best = std::max(static_cast<size_t>(std::ceil(std::sqrt(fill * bytes / kAlphaBytes))),
-                               static_cast<size_t>(std::ceil(bytes / kMaxPieceBytes)));
+    const auto best = static_cast<size_t>(
+        std::ceil(std::max(std::sqrt(fill * bytes / kAlphaBytes), bytes / kMaxPieceBytes)));
     const size_t most = std::min(kMaxPieces, std::max<size_t>(halves[x].count, 1));
     pieces[x] = std::clamp<size_t>(best, 1, most);
     rounds = std::max(rounds, static_cast<int>(pieces[x]) + trees[x].up[0] + maxDepth - 1);

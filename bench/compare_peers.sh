@@ -134,28 +134,31 @@ esac
 # waits, up to 10 minutes, for the fast placement (handoff >= FAST_GBPS=4 GB/s), and a run after
 # which the probe reads slow is run again (up to RETRY_SLOW=2 times), so that libraries are
 # compared in the same placement. xcore.txt keeps every probe, before and after each attempt.
-fast_probe() {  # <label>: probe (waiting for the fast placement), line appended to xcore.txt
-  local line gbps tries=0
+probe() { "$TB/bin/tutti-xcore-probe" 2>&1 || true; }
+is_slow() {  # <probe line>: its handoff is below FAST_GBPS (never true with WAIT_FAST=0)
+  local gbps
+  gbps=$(sed -n 's/.*handoff_gbps=\([0-9.]*\).*/\1/p' <<< "$1")
+  [ "${WAIT_FAST:-1}" = 1 ] && [ -n "$gbps" ] &&
+    awk -v g="$gbps" -v f="${FAST_GBPS:-4}" 'BEGIN {exit !(g < f)}'
+}
+fast_probe() {  # <label>: probe, waiting (30 x 20 s at most) for the fast placement
+  local line tries=0
   [ -x "$TB/bin/tutti-xcore-probe" ] || return 0
-  while :; do
-    line=$("$TB/bin/tutti-xcore-probe" 2>&1 || true)
-    gbps=$(sed -n 's/.*handoff_gbps=\([0-9.]*\).*/\1/p' <<< "$line")
-    [ "${WAIT_FAST:-1}" = 1 ] && [ -n "$gbps" ] && [ "$tries" -lt 30 ] &&
-      awk -v g="$gbps" -v f="${FAST_GBPS:-4}" 'BEGIN {exit !(g < f)}' || break
+  line=$(probe)
+  while is_slow "$line" && [ "$tries" -lt 30 ]; do
     tries=$((tries + 1))
     [ "$tries" = 1 ] && log "slow placement ($line): waiting"
     sleep 20
+    line=$(probe)
   done
   echo "$1 $line" >> "$OUT/xcore.txt"
 }
-slow_after() {  # <label>: probe after a run; true when it reads slow (and WAIT_FAST=1)
-  local line gbps
+slow_after() {  # <label>: probe after a run; true when it reads slow
+  local line
   [ -x "$TB/bin/tutti-xcore-probe" ] || return 1
-  line=$("$TB/bin/tutti-xcore-probe" 2>&1 || true)
+  line=$(probe)
   echo "$1 after: $line" >> "$OUT/xcore.txt"
-  gbps=$(sed -n 's/.*handoff_gbps=\([0-9.]*\).*/\1/p' <<< "$line")
-  [ "${WAIT_FAST:-1}" = 1 ] && [ -n "$gbps" ] &&
-    awk -v g="$gbps" -v f="${FAST_GBPS:-4}" 'BEGIN {exit !(g < f)}'
+  is_slow "$line"
 }
 # run <file> <timeout_s> <command...>: output into $OUT/<file>.txt, stderr appended as comments.
 run() {
