@@ -42,7 +42,7 @@ LinkModel linkModelFor(const topo::Topology& world);
 /// (TUTTI_TRANSPORTS=tcp, or ib): classOf returns `cls` wherever it returned kShm. When every
 /// rank is on one host (`loopbackOnly`), the class's traffic is loopback, which no NIC speed
 /// describes: kTcp then takes this machine's TCP loopback figures (o 2 us, latency 3.5 us,
-/// 3.5 GB/s per direction, stream factor 0.75 beyond the 2 MiB cache: bench/tcp_ceiling.cc and
+/// 3.5 GB/s per direction, stream factor 0.75 beyond cacheBytes: bench/tcp_ceiling.cc and
 /// tutti-perf's 8-byte allreduce on the 2-core development VM, docs/PERFORMANCE.md), and ranks
 /// no longer share a port (no NIC is in the way: each rank's stream is its own CPU copying).
 /// Apply before calibration and link files, which override it. Pure apart from `m`.

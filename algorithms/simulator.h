@@ -35,9 +35,10 @@
 //  - Cache: a message of b > LinkModel::cacheBytes bytes moves its first cacheBytes at the link's
 //    bandwidth and the rest at bandwidth * streamFactor (per class, 1 = off), so that one large
 //    block (ring, Rabenseifner) costs more per byte than the same bytes in pipelined pieces
-//    (double binary tree). Measured on TCP loopback (bench/tcp_ceiling.cc: 16 MiB exchanged in
-//    one piece ran at 0.75x of 1 MiB pieces), which is the only class that turns it on by default
-//    (useNetworkOnHost in algorithms/link_model.h).
+//    (double binary tree). linkModelFor turns it on for shm (0.75; 0.2 beyond one L2 when ranks
+//    outnumber PUs, fitted with tutti-perf --algo all) and useNetworkOnHost for TCP loopback
+//    (0.75: bench/tcp_ceiling.cc exchanged 16 MiB in one piece at 0.75x of 1 MiB pieces); see
+//    algorithms/link_model.h.
 //  - Compute: every rank has one compute unit, first-come first-served. A reduction of b bytes
 //    (recvReduce, recvReduceSend, reduce) costs b / reduceGBps, a copy b / copyGBps; a copy whose
 //    source and destination are the same memory (in-place aliasing) is free, as in the engine.
