@@ -113,8 +113,9 @@ class CommImpl final : public ExecHooks, public hang::Source {
   void finishDiagnostics();
   /// After execute() returns: stats and trace on success; on failure the hang report, the
   /// failure notice to the other ranks, and the error state. Returns the call's final Status.
-  /// k0: stats_.now() at the start; t0: steady_clock at the start, read only when tracing.
-  Status afterCall(const CallArgs& a, const Plan& plan, Status s, uint64_t k0,
+  /// timed, k0: whether the stats read the clock for this call (StatsTable::timeThis), and
+  /// stats_.now() at the start; t0: steady_clock at the start, read only when tracing.
+  Status afterCall(const CallArgs& a, Plan& plan, Status s, bool timed, uint64_t k0,
                    std::chrono::steady_clock::time_point t0);
   void reportQueued(const std::string& prefix);
 

@@ -52,13 +52,14 @@ void CommImpl::finishDiagnostics() {
   traceTrack_ = -1;
 }
 
-Status CommImpl::afterCall(const CallArgs& a, const Plan& plan, Status s, uint64_t k0,
+Status CommImpl::afterCall(const CallArgs& a, Plan& plan, Status s, bool timed, uint64_t k0,
                            Clock::time_point t0) {
-  const uint64_t k1 = stats_.now();
+  const uint64_t k1 = timed ? stats_.now() : 0;
   inCall_.store(false, std::memory_order_relaxed);
   if (s.isOk()) {
-    stats_.record(a.coll, plan.algorithm, messageBytes(a.coll, a.count, a.dtype, nranks_),
-                  exec_.bytesMoved, k1 - k0);
+    stats_.record(plan.stats, a.coll, plan.algorithm,
+                  messageBytes(a.coll, a.count, a.dtype, nranks_), exec_.bytesMoved, timed,
+                  k1 - k0);
   } else {
     if (!notice_ && s.code() == Code::kRemoteError && nranks_ > 2) {
       // The peer that vanished may have left because of an earlier failure elsewhere.

@@ -436,11 +436,13 @@ Status CommImpl::execute(const CallArgs& a, bool inPlace) {
   curSeq_.store(seq_, std::memory_order_relaxed);
   curColl_.store(static_cast<int>(a.coll), std::memory_order_relaxed);
   inCall_.store(true, std::memory_order_relaxed);
-  const uint64_t k0 = stats_.now();
+  Plan& plan = *p.value();
+  const bool timed = stats_.timeThis(plan.stats);
+  const uint64_t k0 = timed ? stats_.now() : 0;
   const auto t0 = traceTrack_ >= 0 ? std::chrono::steady_clock::now()
                                    : std::chrono::steady_clock::time_point{};
-  Status s = tutti::execute(*p.value(), a.send, a.recv, scratchPool_.data(), exec_, seq_);
-  return afterCall(a, *p.value(), std::move(s), k0, t0);
+  Status s = tutti::execute(plan, a.send, a.recv, scratchPool_.data(), exec_, seq_);
+  return afterCall(a, plan, std::move(s), timed, k0, t0);
 }
 
 Status CommImpl::run(const CallArgs& a) {

@@ -15,6 +15,7 @@
 
 #include "algorithms/schedule.h"
 #include "core/call_check.h"
+#include "core/stats.h"
 #include "core/status.h"
 #include "kernels/reduce.h"
 #include "transports/transport.h"
@@ -33,6 +34,7 @@ struct Plan {
   size_t divideCount = 0;
   int divisor = 1;
   size_t scratchBytes = 0;  ///< schedule.scratchCount * elemBytes; lent by the communicator's pool
+  StatsTable::Slot stats;   ///< this shape's statistics row and call timing
 };
 
 /// Calls back into the communicator while a call waits (failure notices from other ranks,

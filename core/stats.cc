@@ -2,9 +2,6 @@
 #include "core/stats.h"
 
 #include <fstream>
-#if defined(__x86_64__)
-#include <x86intrin.h>
-#endif
 
 namespace tutti {
 
@@ -20,36 +17,51 @@ bool kernelUsesTsc() {
 #endif
 }
 
+// The single writer's increment: no read-modify-write instruction, readers see whole values.
+void add(std::atomic<uint64_t>& a, uint64_t n) {
+  a.store(a.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+}
+
 }  // namespace
 
 StatsTable::StatsTable() : t0_(std::chrono::steady_clock::now()) {
   static const bool tsc = kernelUsesTsc();
   tsc_ = tsc;
+  // TSC rates run 1-4 GHz: 4096 ticks is 1-4 us; steady_clock ticks are nanoseconds.
+  shortTicks_ = tsc_ ? 4096 : 2000;
   tick0_ = now();
 }
 
-uint64_t StatsTable::now() const {
-#if defined(__x86_64__)
-  if (tsc_) return __rdtsc();
-#endif
+uint64_t StatsTable::steadyNanos() {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                    std::chrono::steady_clock::now().time_since_epoch())
                                    .count());
 }
 
-void StatsTable::record(Coll coll, const std::string& algorithm, uint64_t bytes,
-                        uint64_t wireBytes, uint64_t ticks) {
+StatsTable::Row* StatsTable::findRow(Coll coll, const std::string& algorithm) {
   std::lock_guard<std::mutex> lock(mu_);
-  size_t i = 0;
-  while (i < rows_.size() && !(rows_[i].coll == coll && rows_[i].algorithm == algorithm)) ++i;
-  if (i == rows_.size()) {
-    rows_.push_back(CollStats{coll, algorithm, 0, 0, 0, 0});
-    ticks_.push_back(0);
+  for (Row& r : rows_)
+    if (r.coll == coll && r.algorithm == algorithm) return &r;
+  Row& r = rows_.emplace_back();
+  r.coll = coll;
+  r.algorithm = algorithm;
+  return &r;
+}
+
+void StatsTable::record(Slot& slot, Coll coll, const std::string& algorithm, uint64_t bytes,
+                        uint64_t wireBytes, bool timed, uint64_t ticks) {
+  if (!slot.row) slot.row = findRow(coll, algorithm);
+  if (timed) {
+    slot.lastTicks = ticks;
+    slot.untimed = 0;
+  } else {
+    ticks = slot.lastTicks;
   }
-  rows_[i].calls += 1;
-  rows_[i].bytes += bytes;
-  rows_[i].wireBytes += wireBytes;
-  ticks_[i] += ticks;
+  Row& r = *slot.row;
+  add(r.calls, 1);
+  add(r.bytes, bytes);
+  add(r.wireBytes, wireBytes);
+  add(r.ticks, ticks);
 }
 
 std::vector<CollStats> StatsTable::snapshot() const {
@@ -61,15 +73,28 @@ std::vector<CollStats> StatsTable::snapshot() const {
     secondsPerTick = ticks > 0 ? elapsed / static_cast<double>(ticks) : 0.0;
   }
   std::lock_guard<std::mutex> lock(mu_);
-  std::vector<CollStats> out = rows_;
-  for (size_t i = 0; i < out.size(); ++i) out[i].seconds = ticks_[i] * secondsPerTick;
+  std::vector<CollStats> out;
+  for (const Row& r : rows_) {
+    const uint64_t calls = r.calls.load(std::memory_order_relaxed) - r.base[0];
+    if (calls == 0) continue;
+    out.push_back(CollStats{r.coll, r.algorithm, calls,
+                            r.bytes.load(std::memory_order_relaxed) - r.base[1],
+                            r.wireBytes.load(std::memory_order_relaxed) - r.base[2],
+                            static_cast<double>(r.ticks.load(std::memory_order_relaxed) -
+                                                r.base[3]) *
+                                secondsPerTick});
+  }
   return out;
 }
 
 void StatsTable::reset() {
   std::lock_guard<std::mutex> lock(mu_);
-  rows_.clear();
-  ticks_.clear();
+  for (Row& r : rows_) {
+    r.base[0] = r.calls.load(std::memory_order_relaxed);
+    r.base[1] = r.bytes.load(std::memory_order_relaxed);
+    r.base[2] = r.wireBytes.load(std::memory_order_relaxed);
+    r.base[3] = r.ticks.load(std::memory_order_relaxed);
+  }
 }
 
 uint64_t messageBytes(Coll coll, size_t count, DataType dtype, int nranks) {

@@ -77,7 +77,11 @@ struct CollStats {
   /// for allGather, reduceScatter, allToAll, gather and scatter (whose count is per rank).
   uint64_t bytes = 0;
   uint64_t wireBytes = 0;  ///< bytes this rank sent plus received through its transports
-  double seconds = 0;      ///< wall time spent executing these calls on this rank
+  /// Wall time spent executing these calls on this rank. A call shape (collective, count, dtype,
+  /// ...) whose last timed call took under about 1-4 us is timed once every 16 calls, and each
+  /// call in between counts that duration: reading the clock twice would cost about 6% of such
+  /// a call.
+  double seconds = 0;
 };
 
 class Work;
