@@ -231,7 +231,7 @@ TEST_CASE("overrides, forced algorithms and declines decide as documented", "[se
         std::string::npos);
 }
 
-TEST_CASE("the shm cache term: 0.75 beyond 2 MiB, 0.2 beyond one L2 when oversubscribed",
+TEST_CASE("oversubscribed shm: the cache term (0.2 beyond one L2) and the cost of a round",
           "[selector]") {
   // The development VM: 2 PUs, 1 MiB of L2 per core, all ranks on one host.
   auto host = [](int nranks) {
@@ -253,15 +253,27 @@ TEST_CASE("the shm cache term: 0.75 beyond 2 MiB, 0.2 beyond one L2 when oversub
   CHECK(m.cacheBytes == size_t{1} << 20);
   // 2 MiB: blocks of at most 1 MiB per step fit the cache; a block algorithm (ring or
   // Rabenseifner: at most 2(n-1) rounds) wins. 32 MiB: only the pipelined tree's pieces fit.
+  // (the TUNING line, for the report; the winner's rounds; its name)
   auto winner = [&](size_t bytes) {
     CollShape s = allreduceShape(four, bytes);
     auto d = select(s, m, {});
     REQUIRE(d.isOk());
-    INFO(describe(s, d.value()));
-    return footprint(*d.value().algo, s);
+    return std::tuple{describe(s, d.value()), footprint(*d.value().algo, s).rounds,
+                      std::string(d.value().algo->name)};
   };
-  CHECK(winner(size_t{2} << 20).rounds <= 6u);
-  CHECK(winner(size_t{32} << 20).rounds > 6u);
+  const auto [why2M, rounds2M, name2M] = winner(size_t{2} << 20);
+  INFO(why2M);
+  CHECK(rounds2M <= 6u);
+  const auto [why32M, rounds32M, name32M] = winner(size_t{32} << 20);
+  INFO(why32M);
+  CHECK(rounds32M > 6u);
+  // 8 B: a round costs a wake-up of a peer that shares a core (alpha 0.3 + 0.3 load, o 0.3 load):
+  // one round of three messages (one_shot) beats recursive doubling's two rounds of one.
+  const auto [why8, rounds8, name8] = winner(8);
+  INFO(why8);
+  CHECK(name8 == "one_shot");
+  CHECK(m.links[static_cast<int>(LinkClass::kShm)].latencyUs == Approx(0.9));
+  CHECK(m.links[static_cast<int>(LinkClass::kShm)].overheadUs == Approx(0.6));
 }
 
 TEST_CASE("the TUNING line lists every candidate, the winner and why", "[selector]") {
