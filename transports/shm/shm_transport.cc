@@ -37,13 +37,14 @@ namespace {
 
 TUTTI_PARAM_INT(kRingBytes, "TUTTI_SHM_RING_BYTES", nullptr, "SHM", 1 << 20,
                 "bytes of each per-peer shared-memory ring (power of two, >= 4096)");
-// Off by default: on the development VM it saves at most 0.02 us at 8-32 B (0.21 against
-// 0.22-0.25 us for a 2-rank allreduce) and is slower from 512 B. (An earlier "slow mode" blamed on
-// it was the VM's vCPU placement: tutti-xcore-probe, docs/PERFORMANCE.md.) 1792 (32 lines) is the
-// value it was built for.
-TUTTI_PARAM_INT(kInlineBytes, "TUTTI_SHM_INLINE_BYTES", nullptr, "SHM", 0,
+// Default 112 bytes (two lines). 2-rank allreduce on the development VM (session 6, ns per call,
+// tests' lat loop), byte ring against inline: 8 B 170 vs 166 in the fast vCPU placement and 430
+// vs 374 in the slow one (tutti-xcore-probe; one line instead of a head line plus a data line);
+// 56 B 173 vs 163; 112 B 185 vs 169; but 256 B 190 vs 235 and 512 B 260 vs 345 (a flag check
+// and a reduction call per 56-byte line). 0 sends every message through the byte ring.
+TUTTI_PARAM_INT(kInlineBytes, "TUTTI_SHM_INLINE_BYTES", nullptr, "SHM", 112,
                 "messages up to this many bytes travel in flagged cache lines (56 payload bytes "
-                "per line); 0 (default) sends every message through the byte ring");
+                "per line); 0 sends every message through the byte ring");
 
 constexpr size_t kLine = 64;
 using shm_wire::kMagic;
