@@ -38,7 +38,7 @@ namespace {
 TUTTI_PARAM_INT(kRingBytes, "TUTTI_SHM_RING_BYTES", nullptr, "SHM", 1 << 20,
                 "bytes of each per-peer shared-memory ring (power of two, >= 4096)");
 // Default 112 bytes (two lines). 2-rank allreduce on the development VM (session 6, ns per call,
-// tests' lat loop), byte ring against inline: 8 B 170 vs 166 in the fast vCPU placement and 430
+// tutti-latency), byte ring against inline: 8 B 170 vs 166 in the fast vCPU placement and 430
 // vs 374 in the slow one (tutti-xcore-probe; one line instead of a head line plus a data line);
 // 56 B 173 vs 163; 112 B 185 vs 169; but 256 B 190 vs 235 and 512 B 260 vs 345 (a flag check
 // and a reduction call per 56-byte line). 0 sends every message through the byte ring.
