@@ -29,9 +29,9 @@ class StatsTable {
   /// Timing state of one call shape (one cached plan), owned by the executing thread.
   ///
   /// Reading the clock twice costs about 10 ns here (rdtsc in a VM), 6% of a 2-rank 8-byte
-  /// allreduce. So a shape whose last timed call took under `shortTicks()` is timed once every
-  /// kSampleEvery calls, and each call in between is charged the last timed call's duration;
-  /// longer calls are all timed.
+  /// allreduce. So a shape whose last timed call took under shortTicks_ (about 1-4 us) is timed
+  /// once every kSampleEvery calls, and each call in between is charged the last timed call's
+  /// duration; longer calls are all timed.
   struct Slot {
     Row* row = nullptr;                // found on the shape's first call
     uint64_t lastTicks = ~uint64_t(0);  // duration of the last timed call (~0: none yet)
@@ -73,7 +73,7 @@ class StatsTable {
   mutable std::mutex mu_;       // guards adding rows and base[]
   std::deque<Row> rows_;        // stable addresses: slots point into it
   bool tsc_ = false;
-  uint64_t shortTicks_ = 0;     // "short call": about 1-2 us in ticks
+  uint64_t shortTicks_ = 0;     // "short call": about 1-4 us in ticks (see the constructor)
   uint64_t tick0_ = 0;
   std::chrono::steady_clock::time_point t0_;
 };
