@@ -1,6 +1,8 @@
 // File: bench/latency_loop.cc
 // tutti-latency: nanoseconds per small allreduce, for A/B comparisons finer than tutti-perf's
-// two-decimal microseconds (nccl-tests' format). Run it under a launcher:
+// two-decimal microseconds (nccl-tests' format) between builds or environment settings, which
+// tutti-check-cost cannot do (it compares two communicators of one 2-rank job, one library and
+// one environment). Any rank count; run it under a launcher:
 //
 //   tutti-run -n 2 -- bash -c 'exec taskset -c $TUTTI_LOCAL_RANK tutti-latency 2'
 //
