@@ -1,6 +1,8 @@
 // File: algorithms/schedule.cc
 // Schedule IR helpers, the ScheduleBuilder's validation and the algorithm registry.
 #include <algorithm>
+#include <iterator>
+#include <map>
 
 #include "algorithms/algorithm.h"
 
@@ -45,6 +47,63 @@ size_t bufferCount(const CollShape& s, Buf buf) {
     case Coll::kBarrier: return 0;
   }
   return 0;
+}
+
+namespace {
+
+// Union of half-open element ranges [first, second), kept merged: start -> end.
+class RangeSet {
+ public:
+  bool overlaps(size_t begin, size_t end) const {
+    auto it = ranges_.upper_bound(begin);  // first range starting after begin
+    if (it != ranges_.end() && it->first < end) return true;
+    return it != ranges_.begin() && std::prev(it)->second > begin;
+  }
+  void add(size_t begin, size_t end) {
+    if (begin >= end) return;
+    auto it = ranges_.upper_bound(begin);
+    if (it != ranges_.begin() && std::prev(it)->second >= begin) {
+      --it;
+      begin = it->first;
+    }
+    while (it != ranges_.end() && it->first <= end) {
+      end = std::max(end, it->second);
+      it = ranges_.erase(it);
+    }
+    ranges_.emplace(begin, end);
+  }
+
+ private:
+  std::map<size_t, size_t> ranges_;
+};
+
+}  // namespace
+
+std::vector<std::vector<uint8_t>> lastTouchReceives(const Schedule& s, bool inPlace) {
+  std::vector<std::vector<uint8_t>> out(s.rounds.size());
+  RangeSet later[3];           // by Buf: ranges touched by the rounds after the current one
+  bool userLater = false;      // in place: a later step touched input or output
+  for (size_t r = s.rounds.size(); r-- > 0;) {
+    const auto& round = s.rounds[r];
+    out[r].assign(round.size(), 0);
+    for (size_t i = 0; i < round.size(); ++i) {
+      const Step& st = round[i];
+      if (st.op != Op::kRecv || st.count == 0) continue;
+      const bool user = st.dst != Buf::kScratch;
+      out[r][i] = !later[static_cast<int>(st.dst)].overlaps(st.dstOffset, st.dstOffset + st.count) &&
+                  !(inPlace && user && userLater);
+    }
+    for (const Step& st : round) {
+      if (st.count == 0) continue;
+      const bool reads = st.op != Op::kRecv && st.op != Op::kRecvCopySend;
+      const bool writes = st.op != Op::kSend;
+      if (reads) later[static_cast<int>(st.src)].add(st.srcOffset, st.srcOffset + st.count);
+      if (writes) later[static_cast<int>(st.dst)].add(st.dstOffset, st.dstOffset + st.count);
+      if ((reads && st.src != Buf::kScratch) || (writes && st.dst != Buf::kScratch))
+        userLater = true;
+    }
+  }
+  return out;
 }
 
 std::string toString(const Schedule& s) {

@@ -145,6 +145,7 @@ class CommImpl final : public ExecHooks, public hang::Source {
   std::string onHostTransport_;  // how ranks of one host are joined: "shm", "tcp", "mixed", ""
   std::vector<std::byte> calibBuf_;  // ping-pong buffer (init only)
   std::vector<int> hostOf_;
+  size_t streamBytes_ = 0;  // output bytes per rank from which Plan::streaming is set; 0: never
   algo::AlgoOverrides envAlgo_;
   using DecisionKey = std::tuple<int, size_t, int, int, int, bool>;
   std::map<DecisionKey, algo::Decision> decisions_;

@@ -142,7 +142,8 @@ class RoundRunner {
   }
   // Posts a receive in slices; returns the sequence numbers.
   void postRecvs(int peer, std::byte* dst, const std::byte* src, size_t bytes,
-                 std::vector<uint64_t>* seqs, std::vector<std::pair<const std::byte*, size_t>>* sl) {
+                 std::vector<uint64_t>* seqs, std::vector<std::pair<const std::byte*, size_t>>* sl,
+                 bool streaming = false) {
     const size_t s = sliceBytes();
     for (size_t off = 0; off < bytes; off += s) {
       transport::RecvSpec spec;
@@ -153,6 +154,7 @@ class RoundRunner {
         spec.reduce = plan_.reduce;
       }
       spec.elemBytes = plan_.elemBytes;
+      spec.streaming = streaming;
       uint64_t seq = ctx_.conns[peer]->postRecv(spec);
       if (seqs) seqs->push_back(seq);
       if (sl) sl->push_back({dst + off, spec.bytes});
@@ -176,7 +178,7 @@ class RoundRunner {
         ctx_.deferredSteps.push_back(i);
         continue;
       }
-      TUTTI_TRY(postStep(st));
+      TUTTI_TRY(postStep(st, streamingAt(round_, i)));
     }
     if (check) TUTTI_TRY(postCheck(steps));
     roundBase_ = wireBytes();
@@ -188,7 +190,12 @@ class RoundRunner {
            op == algo::Op::kRecvReduceSend || op == algo::Op::kRecvCopySend;
   }
 
-  Status postStep(const algo::Step& st) {
+  // Plan::streaming for step i of round r (false where the plan marks none).
+  bool streamingAt(size_t r, size_t i) const {
+    return !plan_.streaming.empty() && plan_.streaming[r][i] != 0;
+  }
+
+  Status postStep(const algo::Step& st, bool streaming) {
     using algo::Op;
     if (inlinePending_ && receives(st.op) && st.peer == ctx_.check->prev) return takeInline(st);
     const size_t bytes = st.count * plan_.elemBytes;
@@ -208,7 +215,7 @@ class RoundRunner {
         postSends(st.peer, ptr(st.src, st.srcOffset), bytes);
         break;
       case Op::kRecv:
-        postRecvs(st.peer, ptr(st.dst, st.dstOffset), nullptr, bytes, nullptr, nullptr);
+        postRecvs(st.peer, ptr(st.dst, st.dstOffset), nullptr, bytes, nullptr, nullptr, streaming);
         break;
       case Op::kRecvReduce:
         postRecvs(st.peer, ptr(st.dst, st.dstOffset), ptr(st.src, st.srcOffset), bytes, nullptr,
@@ -276,7 +283,8 @@ class RoundRunner {
   // The neighbour's call message arrived and matched: post the receives from it that waited.
   Status postDeferred() {
     inlinePending_ = ctx_.check->theirs[ctx_.check->slot].sig.inlineBytes > 0;
-    for (size_t i : ctx_.deferredSteps) TUTTI_TRY(postStep(plan_.schedule.rounds[0][i]));
+    for (size_t i : ctx_.deferredSteps)
+      TUTTI_TRY(postStep(plan_.schedule.rounds[0][i], streamingAt(0, i)));
     ctx_.deferredSteps.clear();
     return Status::ok();
   }

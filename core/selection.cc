@@ -4,6 +4,8 @@
 // the link model is built from it (plus TUTTI_LINK_FILE and, with TUTTI_CALIBRATE=1, measured
 // parameters), and TUTTI_ALGO / NCCL_ALGO are parsed; per call shape the selector
 // (algorithms/selector.h) picks the algorithm, the decision is cached and logged (TUNING).
+#include <algorithm>
+
 #include "algorithms/link_model.h"
 #include "core/comm.h"
 #include "core/env.h"
@@ -23,6 +25,10 @@ TUTTI_PARAM_STRING(kNcclAlgo, "NCCL_ALGO", nullptr, "ALGO", "",
                    "TUTTI_ALGO wins for a collective both name");
 TUTTI_PARAM_STRING(kLinkFile, "TUTTI_LINK_FILE", nullptr, "TOPO", "",
                    "JSON link-model overrides {\"links\": {\"shm\": {\"latency_us\": ..}}}");
+TUTTI_PARAM_INT(kStreamBytes, "TUTTI_STREAM_BYTES", nullptr, "CORE", -1,
+                "output bytes per rank from which shm receives that are the last write of their "
+                "range use non-temporal stores (-1: the host's last-level cache divided by the "
+                "ranks on it; 0: never)");
 
 }  // namespace
 
@@ -48,6 +54,21 @@ Status CommImpl::initSelection() {
         break;
       }
   const int firstOnHost = hostOfRank[rank_];
+  {
+    // The streaming size: once the outputs of this host's ranks fill its last-level cache, a
+    // receive whose range nothing reads back only costs a read-for-ownership by being cached.
+    const long set = kStreamBytes.get();
+    size_t llc = 0;
+    int level = 0;
+    if (!local.hosts.empty())
+      for (const topo::Cache& c : local.hosts[0].caches)
+        if (c.type != "instruction" && c.level > level) {
+          level = c.level;
+          llc = c.sizeBytes * static_cast<size_t>(std::max(c.count, 1));
+        }
+    const auto onHost = std::count(hostOfRank.begin(), hostOfRank.end(), firstOnHost);
+    streamBytes_ = set >= 0 ? static_cast<size_t>(set) : llc / static_cast<size_t>(onHost);
+  }
   // Always exchange, so that every rank makes the same bootstrap calls whatever its files say.
   TUTTI_TRY_ASSIGN(auto summaries,
                    boot_->allGather(topo::rankSummary(local, peers_[rank_].hostId,

@@ -46,6 +46,11 @@ struct RecvSpec {
   const void* src = nullptr;
   kernels::Reduce2Fn reduce = nullptr;
   size_t elemBytes = 1;           ///< reduce granularity; bytes is a multiple of it
+  /// A hint for a copy (reduce == nullptr): the call is larger than the host's last-level cache
+  /// and nothing reads dst back during it (algo::lastTouchReceives), so the transport may write
+  /// dst with non-temporal stores, skipping the read-for-ownership of every destination line and
+  /// keeping the transport's own buffers in cache. Ignoring it is always correct.
+  bool streaming = false;
 };
 
 /// One direction-pair channel to one peer. Not thread-safe: one thread (the one executing the

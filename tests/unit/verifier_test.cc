@@ -329,4 +329,80 @@ TEST_CASE("verifyAlgorithm: declines and inconsistent declines", "[verifier]") {
   CHECK_THAT(st.message(), Catch::StartsWith("verify: rank 0: output is never written"));
 }
 
+// ---- lastTouchReceives: which receives no later step reads back (RecvSpec::streaming) ----
+
+// The same question answered by brute force: a plain receive is a last touch when no step of a
+// later round names an element of its range (in place: input and output are one buffer).
+std::vector<std::vector<uint8_t>> lastTouchBruteForce(const Schedule& s, bool inPlace) {
+  auto domain = [&](Buf b) { return inPlace && b == Buf::kInput ? Buf::kOutput : b; };
+  std::vector<std::vector<uint8_t>> out(s.rounds.size());
+  for (size_t r = 0; r < s.rounds.size(); ++r)
+    for (const Step& st : s.rounds[r]) {
+      bool last = st.op == Op::kRecv && st.count > 0;
+      for (size_t q = r + 1; last && q < s.rounds.size(); ++q)
+        for (const Step& o : s.rounds[q]) {
+          if (o.count == 0) continue;
+          const bool reads = o.op != Op::kRecv && o.op != Op::kRecvCopySend;
+          const bool writes = o.op != Op::kSend;
+          auto hits = [&](Buf b, size_t off) {
+            if (domain(b) != domain(st.dst)) return false;
+            if (inPlace && domain(b) == Buf::kOutput) return true;  // displacement unknown
+            return off < st.dstOffset + st.count && st.dstOffset < off + o.count;
+          };
+          if ((reads && hits(o.src, o.srcOffset)) || (writes && hits(o.dst, o.dstOffset)))
+            last = false;
+        }
+      out[r].push_back(last);
+    }
+  return out;
+}
+
+TEST_CASE("lastTouchReceives marks the receives that no later round touches", "[schedule]") {
+  const Schedule s = sched({{recv(1, Buf::kOutput, 0, 4), recv(2, Buf::kScratch, 0, 4)},
+                            {send(1, Buf::kOutput, 2, 2), recv(1, Buf::kOutput, 4, 4),
+                             copy(Buf::kScratch, 0, Buf::kOutput, 8, 4)},
+                            {recv(2, Buf::kOutput, 12, 4), send(2, Buf::kInput, 0, 4)}},
+                           4);
+  using V = std::vector<std::vector<uint8_t>>;
+  // output[0,4) is sent later, scratch is copied later, the rest is never touched again.
+  CHECK(lastTouchReceives(s, false) == V{{0, 0}, {0, 1, 0}, {1, 0}});
+  // In place the later send of input could read output[4,8): only the final round's receive.
+  CHECK(lastTouchReceives(s, true) == V{{0, 0}, {0, 0, 0}, {1, 0}});
+  CHECK(lastTouchReceives(Schedule{}, false).empty());
+}
+
+TEST_CASE("lastTouchReceives agrees with brute force on every allreduce", "[schedule]") {
+  for (const AlgorithmInfo& algo : registry()) {
+    if (algo.loaded || algo.coll != Coll::kAllReduce) continue;
+    for (int n = 2; n <= 9; ++n)
+      for (size_t count : {size_t{7}, size_t{1009}, size_t{1} << 16})
+        for (bool inPlace : {false, true}) {
+          CollShape shape = shapeOf(algo.coll, n, count, inPlace);
+          for (int r = 0; r < n; ++r) {
+            shape.rank = r;
+            auto built = algo.build(shape);
+            if (!built.isOk()) continue;  // declines this shape (hierarchical without groups)
+            INFO(fmt::format("{} nranks={} rank={} count={} {}", algo.name, n, r, count,
+                             inPlace ? "in place" : "out of place"));
+            REQUIRE(lastTouchReceives(built.value(), inPlace) ==
+                    lastTouchBruteForce(built.value(), inPlace));
+          }
+        }
+  }
+  // Not vacuous: out of place, every rank of the 4-rank tree is a leaf of one tree and takes its
+  // final pieces with plain receives that nothing reads back.
+  const AlgorithmInfo* dbt = find(Coll::kAllReduce, "double_binary_tree");
+  REQUIRE(dbt);
+  for (int r = 0; r < 4; ++r) {
+    CollShape shape = shapeOf(Coll::kAllReduce, 4, size_t{1} << 20);
+    shape.rank = r;
+    auto built = dbt->build(shape);
+    REQUIRE(built.isOk());
+    size_t marked = 0;
+    for (const auto& round : lastTouchReceives(built.value(), false))
+      for (uint8_t m : round) marked += m;
+    CHECK(marked > 0);
+  }
+}
+
 }  // namespace tutti::algo

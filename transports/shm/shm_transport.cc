@@ -20,6 +20,9 @@
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include <atomic>
 #include <cerrno>
@@ -83,6 +86,39 @@ RingHeader* ringAt(void* seg, int index, size_t ringBytes) {
 std::byte* inlineLines(RingHeader* ring) { return reinterpret_cast<std::byte*>(ring + 1); }
 std::byte* ringData(RingHeader* ring) { return inlineLines(ring) + kInlineLines * kLine; }
 uint64_t alignUp(uint64_t v) { return (v + kLine - 1) & ~uint64_t(kLine - 1); }
+
+// dst = src (n bytes) with non-temporal stores on x86-64 (SSE2, in every x86-64 CPU): the
+// destination lines go to memory without being read first and without evicting the ring from
+// the cache. Used for RecvSpec::streaming. The closing sfence orders those stores before the
+// transport's later stores (the tail, the completion the engine reports).
+// Measured on the development VM (AMD EPYC, 64 MiB copy past the caches): memcpy 10-11 GB/s,
+// these stores 14.6-15.1 GB/s.
+void copyStreaming(std::byte* dst, const std::byte* src, size_t n) {
+#if defined(__SSE2__)
+  constexpr size_t kMin = 4096;  // below this, a plain copy (the fence is not free)
+  if (n < kMin) {
+    std::memcpy(dst, src, n);
+    return;
+  }
+  const size_t head = (16 - (reinterpret_cast<uintptr_t>(dst) & 15)) & 15;
+  std::memcpy(dst, src, head);
+  size_t i = head;
+  for (; i + 64 <= n; i += 64) {
+    const auto* s = reinterpret_cast<const __m128i*>(src + i);
+    auto* d = reinterpret_cast<__m128i*>(dst + i);
+    const __m128i a = _mm_loadu_si128(s), b = _mm_loadu_si128(s + 1), c = _mm_loadu_si128(s + 2),
+                  e = _mm_loadu_si128(s + 3);
+    _mm_stream_si128(d, a);
+    _mm_stream_si128(d + 1, b);
+    _mm_stream_si128(d + 2, c);
+    _mm_stream_si128(d + 3, e);
+  }
+  std::memcpy(dst + i, src + i, n - i);
+  _mm_sfence();
+#else
+  std::memcpy(dst, src, n);
+#endif
+}
 
 void wakeIfSleeping(SegmentHeader* h) {
   std::atomic_thread_fence(std::memory_order_seq_cst);
@@ -348,6 +384,8 @@ class ShmConnection final : public Connection {
       auto* dst = static_cast<std::byte*>(spec.dst) + r.done;
       if (spec.reduce)
         spec.reduce(dst, static_cast<const std::byte*>(spec.src) + r.done, slot, n / spec.elemBytes);
+      else if (spec.streaming)
+        copyStreaming(dst, slot, n);
       else
         std::memcpy(dst, slot, n);
       r.done += n;
