@@ -81,8 +81,8 @@ class RangeSet {
 
 std::vector<std::vector<uint8_t>> lastTouchReceives(const Schedule& s, bool inPlace) {
   std::vector<std::vector<uint8_t>> out(s.rounds.size());
-  RangeSet later[3];           // by Buf: ranges touched by the rounds after the current one
-  bool userLater = false;      // in place: a later step touched input or output
+  RangeSet later[3];       // by Buf: ranges touched by the rounds after the current one
+  bool userLater = false;  // in place: a later step touched input or output
   for (size_t r = s.rounds.size(); r-- > 0;) {
     const auto& round = s.rounds[r];
     out[r].assign(round.size(), 0);
@@ -90,8 +90,9 @@ std::vector<std::vector<uint8_t>> lastTouchReceives(const Schedule& s, bool inPl
       const Step& st = round[i];
       if (st.op != Op::kRecv || st.count == 0) continue;
       const bool user = st.dst != Buf::kScratch;
-      out[r][i] = !later[static_cast<int>(st.dst)].overlaps(st.dstOffset, st.dstOffset + st.count) &&
-                  !(inPlace && user && userLater);
+      const bool touchedLater =
+          later[static_cast<int>(st.dst)].overlaps(st.dstOffset, st.dstOffset + st.count);
+      out[r][i] = !touchedLater && !(inPlace && user && userLater);
     }
     for (const Step& st : round) {
       if (st.count == 0) continue;

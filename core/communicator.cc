@@ -403,7 +403,7 @@ Result<Plan*> CommImpl::plan(const CallArgs& a, bool inPlace) {
   // Past the cache, an allreduce's receives that write their range for the last time bypass
   // it. Only allreduce: there the receiving rank also streams its input and the reductions
   // through the cache; for the copy-only collectives (broadcast, allgather, alltoall) 2 ranks
-  // measured 10-30% slower with it (docs/PERFORMANCE.md, "Streaming receives").
+  // measured 10-30% slower with it (docs/PERFORMANCE.md, "Session 7: streaming receives").
   if (a.coll == Coll::kAllReduce && streamBytes_ > 0 &&
       algo::bufferCount(shape, algo::Buf::kOutput) * p->elemBytes >= streamBytes_)
     p->streaming = algo::lastTouchReceives(p->schedule, inPlace);

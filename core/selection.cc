@@ -26,9 +26,9 @@ TUTTI_PARAM_STRING(kNcclAlgo, "NCCL_ALGO", nullptr, "ALGO", "",
 TUTTI_PARAM_STRING(kLinkFile, "TUTTI_LINK_FILE", nullptr, "TOPO", "",
                    "JSON link-model overrides {\"links\": {\"shm\": {\"latency_us\": ..}}}");
 TUTTI_PARAM_INT(kStreamBytes, "TUTTI_STREAM_BYTES", nullptr, "CORE", -1,
-                "output bytes per rank from which shm receives that are the last write of their "
-                "range use non-temporal stores (-1: the host's last-level cache divided by the "
-                "ranks on it; 0: never)");
+                "allreduce output bytes per rank from which shm receives that are the last write "
+                "of their range use non-temporal stores (-1: the host's last-level cache divided "
+                "by the ranks on it; 0: never)");
 
 }  // namespace
 

@@ -8,10 +8,11 @@
 //    consumed, receiver) on their own cache lines. The sender reads the tail only when its cached
 //    copy says the ring is full.
 // The receiver copies or reduces straight out of the line or ring into the destination (no
-// intermediate buffer; with RecvSpec::streaming a copy uses non-temporal stores). Messages match by order per direction and both sides give the same byte
-// count, so both pick the same path from the size alone. Byte-ring messages start on 64-byte
-// boundaries, so an element never straddles the ring's wrap. Waiters sleep on their own doorbell;
-// a peer that publishes data or frees space wakes a sleeping rank with FUTEX_WAKE.
+// intermediate buffer; with RecvSpec::streaming a copy uses non-temporal stores). Messages match
+// by order per direction and both sides give the same byte count, so both pick the same path
+// from the size alone. Byte-ring messages start on 64-byte boundaries, so an element never
+// straddles the ring's wrap. Waiters sleep on their own doorbell; a peer that publishes data or
+// frees space wakes a sleeping rank with FUTEX_WAKE.
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <signal.h>
