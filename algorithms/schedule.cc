@@ -96,8 +96,7 @@ std::vector<std::vector<uint8_t>> lastTouchReceives(const Schedule& s, bool inPl
     }
     for (const Step& st : round) {
       if (st.count == 0) continue;
-      const bool reads = st.op != Op::kRecv && st.op != Op::kRecvCopySend;
-      const bool writes = st.op != Op::kSend;
+      const bool reads = readsSrc(st.op), writes = writesDst(st.op);
       if (reads) later[static_cast<int>(st.src)].add(st.srcOffset, st.srcOffset + st.count);
       if (writes) later[static_cast<int>(st.dst)].add(st.dstOffset, st.dstOffset + st.count);
       if ((reads && st.src != Buf::kScratch) || (writes && st.dst != Buf::kScratch))
@@ -111,8 +110,7 @@ std::string toString(const Schedule& s) {
   std::string out;
   for (size_t r = 0; r < s.rounds.size(); ++r) {
     for (const Step& st : s.rounds[r]) {
-      const bool reads = st.op != Op::kRecv && st.op != Op::kRecvCopySend;
-      const bool writes = st.op != Op::kSend;
+      const bool reads = readsSrc(st.op), writes = writesDst(st.op);
       out += fmt::format("round {}: {}", r, opName(st.op));
       if (st.op != Op::kCopy && st.op != Op::kReduce) out += fmt::format(" peer={}", st.peer);
       if (st.op == Op::kRecvReduceSend || st.op == Op::kRecvCopySend)
@@ -213,9 +211,7 @@ Result<Schedule> ScheduleBuilder::finish() {
   for (size_t r = 0; r < sched_.rounds.size(); ++r) {
     for (const Step& st : sched_.rounds[r]) {
       const bool comm = st.op != Op::kCopy && st.op != Op::kReduce;
-      const bool reads = st.op == Op::kSend || st.op == Op::kCopy || st.op == Op::kReduce ||
-                         st.op == Op::kRecvReduce || st.op == Op::kRecvReduceSend;
-      const bool writes = st.op != Op::kSend;
+      const bool reads = readsSrc(st.op), writes = writesDst(st.op);
       const bool forwards = st.op == Op::kRecvReduceSend || st.op == Op::kRecvCopySend;
       auto where = [&] {
         return fmt::format("(rank={}/{}, round={}, op={}, count={})", shape_.rank, shape_.nranks,

@@ -67,6 +67,14 @@ struct CollShape {
   std::vector<int> hostOf;
 };
 
+/// Whether a step of this op reads src[srcOffset, +count) (send, copy, reduce and the reducing
+/// receives) and whether it writes dst[dstOffset, +count) (all but send).
+inline bool readsSrc(Op op) {
+  return op == Op::kSend || op == Op::kCopy || op == Op::kReduce || op == Op::kRecvReduce ||
+         op == Op::kRecvReduceSend;
+}
+inline bool writesDst(Op op) { return op != Op::kSend; }
+
 /// Elements of `buf` that a call of this shape may touch on this rank (0 where NCCL allows the
 /// buffer to be null, e.g. recvbuff of a non-root reduce). Scratch is not covered here.
 size_t bufferCount(const CollShape& s, Buf buf);

@@ -27,11 +27,6 @@ constexpr OpName kOps[] = {{"send", Op::kSend},
                            {"copy", Op::kCopy},
                            {"reduce", Op::kReduce}};
 
-bool readsSrc(Op op) {
-  return op == Op::kSend || op == Op::kCopy || op == Op::kReduce || op == Op::kRecvReduce ||
-         op == Op::kRecvReduceSend;
-}
-bool writesDst(Op op) { return op != Op::kSend; }
 bool hasPeer(Op op) { return op != Op::kCopy && op != Op::kReduce; }
 bool forwards(Op op) { return op == Op::kRecvReduceSend || op == Op::kRecvCopySend; }
 

@@ -206,11 +206,6 @@ bool isRecv(Op op) {
          op == Op::kRecvCopySend;
 }
 bool isForward(Op op) { return op == Op::kRecvReduceSend || op == Op::kRecvCopySend; }
-bool readsSrc(Op op) {
-  return op == Op::kSend || op == Op::kCopy || op == Op::kReduce || op == Op::kRecvReduce ||
-         op == Op::kRecvReduceSend;
-}
-bool writesDst(Op op) { return op != Op::kSend; }
 bool inBounds(uint64_t off, uint64_t n, uint64_t size) { return off <= size && n <= size - off; }
 
 // One message of a round: a send, or the send half of a forwarding step.
