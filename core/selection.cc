@@ -58,10 +58,14 @@ Status CommImpl::initSelection() {
     // The streaming size: once the outputs of this host's ranks fill its last-level cache, a
     // receive whose range nothing reads back only costs a read-for-ownership by being cached.
     const long set = kStreamBytes.get();
+    // This rank's host: the probe's only host, or where TUTTI_TOPO_FILE places this rank.
+    size_t host = 0;
+    if (local.ranks.size() == static_cast<size_t>(nranks_))
+      host = static_cast<size_t>(std::max(local.ranks[rank_].host, 0));
     size_t llc = 0;
     int level = 0;
-    if (!local.hosts.empty())
-      for (const topo::Cache& c : local.hosts[0].caches)
+    if (host < local.hosts.size())
+      for (const topo::Cache& c : local.hosts[host].caches)
         if (c.type != "instruction" && c.level > level) {
           level = c.level;
           llc = c.sizeBytes * static_cast<size_t>(std::max(c.count, 1));
