@@ -203,9 +203,13 @@ void serveRoot(net::Fd listen, uint64_t secret, std::chrono::milliseconds timeou
     TUTTI_LOG_WARN(Subsys::kBootstrap, "{}", failure);
     reply = "E" + failure;
   }
+  // Rank 0 last: it hosts this thread, and on a failure it returns (and its process may exit,
+  // ending this detached thread) as soon as it has its own reply. A reply already written is
+  // delivered even then; one not yet written would reach the other ranks as a closed connection
+  // instead of the failure that names the missing ranks.
   auto replyDeadline = net::deadlineAfter(std::chrono::seconds(10));
-  for (auto& [r, v] : joined)
-    (void)net::sendMsg(v.first.get(), reply, replyDeadline, "bootstrap root reply");
+  for (auto it = joined.rbegin(); it != joined.rend(); ++it)
+    (void)net::sendMsg(it->second.first.get(), reply, replyDeadline, "bootstrap root reply");
 }
 }  // namespace
 
