@@ -79,7 +79,7 @@ class RangeSet {
 
 }  // namespace
 
-std::vector<std::vector<uint8_t>> lastTouchReceives(const Schedule& s, bool inPlace) {
+std::vector<std::vector<uint8_t>> lastTouchWrites(const Schedule& s, bool inPlace, bool receives) {
   std::vector<std::vector<uint8_t>> out(s.rounds.size());
   RangeSet later[3];       // by Buf: ranges touched by the rounds after the current one
   bool userLater = false;  // in place: a later step touched input or output
@@ -88,7 +88,7 @@ std::vector<std::vector<uint8_t>> lastTouchReceives(const Schedule& s, bool inPl
     out[r].assign(round.size(), 0);
     for (size_t i = 0; i < round.size(); ++i) {
       const Step& st = round[i];
-      if (st.op != Op::kRecv || st.count == 0) continue;
+      if (!(st.op == Op::kCopy || (receives && st.op == Op::kRecv)) || st.count == 0) continue;
       const bool user = st.dst != Buf::kScratch;
       const bool touchedLater =
           later[static_cast<int>(st.dst)].overlaps(st.dstOffset, st.dstOffset + st.count);

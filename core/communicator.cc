@@ -400,13 +400,14 @@ Result<Plan*> CommImpl::plan(const CallArgs& a, bool inPlace) {
     }
   }
   p->scratchBytes = p->schedule.scratchCount * p->elemBytes;
-  // Past the cache, an allreduce's receives that write their range for the last time bypass
-  // it. Only allreduce: there the receiving rank also streams its input and the reductions
-  // through the cache; for the copy-only collectives (broadcast, allgather, alltoall) 2 ranks
-  // measured 10-30% slower with it (docs/PERFORMANCE.md, "Session 7: streaming receives").
-  if (a.coll == Coll::kAllReduce && streamBytes_ > 0 &&
+  // Past the cache, the local copies that write their range for the last time bypass it (2-rank
+  // allgather 64 MiB 9.4 -> 7.8 ms, docs/PERFORMANCE.md "Session 8"), and so do an allreduce's
+  // receives. Receives only in an allreduce: there the receiving rank also streams its input and
+  // the reductions through the cache; for the copy-only collectives (broadcast, allgather,
+  // alltoall) 2 ranks measured 10-30% slower with it ("Session 7: streaming receives").
+  if (streamBytes_ > 0 &&
       algo::bufferCount(shape, algo::Buf::kOutput) * p->elemBytes >= streamBytes_)
-    p->streaming = algo::lastTouchReceives(p->schedule, inPlace);
+    p->streaming = algo::lastTouchWrites(p->schedule, inPlace, a.coll == Coll::kAllReduce);
   if (p->scratchBytes > scratchPool_.size()) {
     // Grows only; sized by the largest plan so far. No exception escapes: failure is reported.
     try {

@@ -58,6 +58,21 @@ std::vector<Forward>& forwardPool() {
   return pool;
 }
 
+// A local step (copy or reduce) larger than a slice: run a slice at a time between passes over
+// the round's connections (see RoundRunner::runLocalSlice).
+struct LocalWork {
+  std::byte* dst;
+  const std::byte* src;
+  size_t bytes;
+  size_t done;
+  bool reduce;
+  bool streaming;  // a copy that may bypass the cache (Plan::streaming)
+};
+std::vector<LocalWork>& localPool() {
+  thread_local std::vector<LocalWork> pool;
+  return pool;
+}
+
 class RoundRunner {
  public:
   RoundRunner(Plan& plan, const void* input, void* output, std::byte* scratch, ExecContext& ctx,
@@ -164,6 +179,8 @@ class RoundRunner {
 
   Status postRound(const std::vector<algo::Step>& steps) {
     nForwards_ = 0;
+    nLocals_ = 0;
+    localNext_ = 0;
     busy_.clear();
     CallCheck* check = round_ == 0 && sign_ ? ctx_.check : nullptr;
     if (check) ctx_.deferredSteps.clear();
@@ -203,11 +220,20 @@ class RoundRunner {
       case Op::kCopy: {
         std::byte* d = ptr(st.dst, st.dstOffset);
         const std::byte* s = ptr(st.src, st.srcOffset);
-        if (d != s) std::memmove(d, s, bytes);
+        if (d == s) break;
+        if (bytes > sliceBytes() && (d + bytes <= s || s + bytes <= d)) {
+          addLocal(d, s, bytes, /*reduce=*/false, streaming);
+          break;
+        }
+        std::memmove(d, s, bytes);
         break;
       }
       case Op::kReduce: {
         std::byte* d = ptr(st.dst, st.dstOffset);
+        if (bytes > sliceBytes()) {
+          addLocal(d, ptr(st.src, st.srcOffset), bytes, /*reduce=*/true, false);
+          break;
+        }
         plan_.reduce(d, d, ptr(st.src, st.srcOffset), st.count);
         break;
       }
@@ -315,6 +341,38 @@ class RoundRunner {
     return Status::ok();
   }
 
+  // Steps of a round are concurrent (the verifier rejects a step that touches what another step
+  // of its round writes), so a local step need not run before the round's messages: one larger
+  // than a slice runs a slice per pass of drive(). It then overlaps the transfers, and where a
+  // send reads the same input (broadcast's root, allgather's own block) the second read of each
+  // slice finds it in cache. A slice or less runs at once, as posted.
+  void addLocal(std::byte* d, const std::byte* s, size_t bytes, bool reduce, bool streaming) {
+    if (!locals_) locals_ = &localPool();
+    if (nLocals_ == locals_->size()) locals_->emplace_back();
+    (*locals_)[nLocals_++] = {d, s, bytes, 0, reduce, streaming};
+  }
+
+  // Runs the next slice of the round's local work; false when none is left.
+  bool runLocalSlice() {
+    while (localNext_ < nLocals_) {
+      LocalWork& w = (*locals_)[localNext_];
+      if (w.done == w.bytes) {
+        ++localNext_;
+        continue;
+      }
+      const size_t n = std::min(sliceBytes(), w.bytes - w.done);
+      if (w.reduce)
+        plan_.reduce(w.dst + w.done, w.dst + w.done, w.src + w.done, n / plan_.elemBytes);
+      else if (w.streaming)
+        kernels::copyStreaming(w.dst + w.done, w.src + w.done, n);
+      else
+        std::memcpy(w.dst + w.done, w.src + w.done, n);
+      w.done += n;
+      return true;
+    }
+    return false;
+  }
+
   // A reset forwarding entry from the per-thread pool (keeps its vectors' capacity).
   Forward& addForward(int inPeer, int outPeer) {
     if (!forwards_) forwards_ = &forwardPool();  // thread-local: looked up only when used
@@ -367,6 +425,10 @@ class RoundRunner {
       }
       for (int peer : busy_)
         if (!ctx_.conns[peer]->idle() && !mayLeave(peer)) done = false;
+      if (localNext_ < nLocals_ && runLocalSlice()) {
+        idle = 0;
+        continue;  // work was done: no spinning, and the round is not over
+      }
       if (done) return Status::ok();
 
       const uint64_t m = moved();
@@ -522,6 +584,9 @@ class RoundRunner {
   std::vector<int>& busy_;  // ctx_.busyPeers
   std::vector<Forward>* forwards_ = nullptr;  // forwardPool(); the first nForwards_ are this round's
   size_t nForwards_ = 0;
+  std::vector<LocalWork>* locals_ = nullptr;  // localPool(); the first nLocals_ are this round's
+  size_t nLocals_ = 0;
+  size_t localNext_ = 0;  // first of them not finished
   size_t round_ = 0;
   Clock::time_point start_{};  // the call's first sleep (unset while it never waited)
   uint64_t bytesDone_ = 0;  // bytes moved in the finished rounds of this call

@@ -34,8 +34,9 @@ struct Plan {
   size_t divideCount = 0;
   int divisor = 1;
   size_t scratchBytes = 0;  ///< schedule.scratchCount * elemBytes; lent by the communicator's pool
-  /// Per step of `schedule` (rounds[r][i]): 1 where a plain receive may write with non-temporal
-  /// stores (transport::RecvSpec::streaming). Empty for calls below the streaming size.
+  /// Per step of `schedule` (rounds[r][i]): 1 where a plain receive (transport::RecvSpec::
+  /// streaming) or a local copy (kernels::copyStreaming) may write with non-temporal stores
+  /// (algo::lastTouchWrites). Empty for calls below the streaming size.
   std::vector<std::vector<uint8_t>> streaming;
   StatsTable::Slot stats;   ///< this shape's statistics row and call timing
 };

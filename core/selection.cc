@@ -26,9 +26,10 @@ TUTTI_PARAM_STRING(kNcclAlgo, "NCCL_ALGO", nullptr, "ALGO", "",
 TUTTI_PARAM_STRING(kLinkFile, "TUTTI_LINK_FILE", nullptr, "TOPO", "",
                    "JSON link-model overrides {\"links\": {\"shm\": {\"latency_us\": ..}}}");
 TUTTI_PARAM_INT(kStreamBytes, "TUTTI_STREAM_BYTES", nullptr, "CORE", -1,
-                "allreduce output bytes per rank from which shm receives that are the last write "
-                "of their range use non-temporal stores (-1: the host's last-level cache divided "
-                "by the ranks on it; 0: never)");
+                "output bytes per rank from which local copies (every collective) and an "
+                "allreduce's shm receives that are the last write of their range use "
+                "non-temporal stores (-1: the host's last-level cache divided by the ranks on it; "
+                "0: never)");
 
 }  // namespace
 
@@ -56,7 +57,7 @@ Status CommImpl::initSelection() {
   const int firstOnHost = hostOfRank[rank_];
   {
     // The streaming size: once the outputs of this host's ranks fill its last-level cache, a
-    // receive whose range nothing reads back only costs a read-for-ownership by being cached.
+    // write whose range nothing reads back only costs a read-for-ownership by being cached.
     const long set = kStreamBytes.get();
     // This rank's host: the probe's only host, or where TUTTI_TOPO_FILE places this rank.
     size_t host = 0;

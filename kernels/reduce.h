@@ -54,6 +54,15 @@ PreMulSumFn preMulSumFn(DataType dtype);
 DivideFn divideFn(DataType dtype);
 ScaleFn scaleFn(DataType dtype);
 
+/// dst = src, `bytes` bytes (no overlap), written with non-temporal stores on x86-64 (SSE2): the
+/// destination lines go to memory without being read first (no read for ownership) and without
+/// evicting what the cache holds. For a copy larger than the last-level cache whose destination
+/// nothing reads back soon; slower than memcpy when it is read back. Below 4 KiB a plain copy. It
+/// ends with a store fence, so its stores are ordered before the caller's later ones. Elsewhere
+/// (other architectures) memcpy. Measured on the development VM (AMD EPYC, 64 MiB copy past the
+/// caches): memcpy 10-11 GB/s, these stores 14.6-15.1 GB/s.
+void copyStreaming(void* dst, const void* src, size_t bytes);
+
 /// The instruction set the CPU kernels run with ("AVX3" = AVX-512, "AVX2", "SSE4", "EMU128" or
 /// "SCALAR"; Highway's target names), chosen once per process: the best this CPU supports unless
 /// TUTTI_CPU_TARGET names another. For logs and benchmarks.

@@ -47,7 +47,7 @@ struct RecvSpec {
   kernels::Reduce2Fn reduce = nullptr;
   size_t elemBytes = 1;           ///< reduce granularity; bytes is a multiple of it
   /// A hint for a copy (reduce == nullptr): the call is larger than the host's last-level cache
-  /// and nothing reads dst back during it (algo::lastTouchReceives), so the transport may write
+  /// and nothing reads dst back during it (algo::lastTouchWrites), so the transport may write
   /// dst with non-temporal stores, skipping the read-for-ownership of every destination line and
   /// keeping the transport's own buffers in cache. Ignoring it is always correct.
   bool streaming = false;

@@ -3,8 +3,12 @@
 // instruction set (kernels/cpu/simd_kernels.cc, chosen at run time), and the checked wrappers.
 #include "kernels/reduce.h"
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "kernels/cpu/cpu_kernels.h"
 
@@ -172,6 +176,35 @@ Status scale(void* dst, const void* src, size_t count, DataType dtype, const voi
   }
   scaleFn(dtype)(dst, src, count, scalar);
   return Status::ok();
+}
+
+void copyStreaming(void* dstv, const void* srcv, size_t n) {
+  auto* dst = static_cast<std::byte*>(dstv);
+  const auto* src = static_cast<const std::byte*>(srcv);
+#if defined(__SSE2__)
+  constexpr size_t kMin = 4096;  // below this, a plain copy (the fence is not free)
+  if (n < kMin) {
+    std::memcpy(dst, src, n);
+    return;
+  }
+  const size_t head = (16 - (reinterpret_cast<uintptr_t>(dst) & 15)) & 15;
+  std::memcpy(dst, src, head);
+  size_t i = head;
+  for (; i + 64 <= n; i += 64) {
+    const auto* s = reinterpret_cast<const __m128i*>(src + i);
+    auto* d = reinterpret_cast<__m128i*>(dst + i);
+    const __m128i a = _mm_loadu_si128(s), b = _mm_loadu_si128(s + 1), c = _mm_loadu_si128(s + 2),
+                  e = _mm_loadu_si128(s + 3);
+    _mm_stream_si128(d, a);
+    _mm_stream_si128(d + 1, b);
+    _mm_stream_si128(d + 2, c);
+    _mm_stream_si128(d + 3, e);
+  }
+  std::memcpy(dst + i, src + i, n - i);
+  _mm_sfence();
+#else
+  std::memcpy(dst, src, n);
+#endif
 }
 
 }  // namespace tutti::kernels

@@ -51,7 +51,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 #elif TUTTI_FUZZ_TARGET == 10
   (void)transport::tcp_wire::checkHello(rest, 0x1234, nranks - 1, nranks);
 #elif TUTTI_FUZZ_TARGET == 11
-  (void)transport::shm_wire::parseBlob(bytes, 1, 1 << 20, 1792);
+  (void)transport::shm_wire::parseBlob(bytes, 1, 1 << 20, 1792, 0);
 #elif TUTTI_FUZZ_TARGET == 12
   auto h = w::parseP2pHello(rest, nranks);
   if (h.isOk() && (h->from < 0 || h->from >= nranks || h->bytes > w::kMaxP2pBytes))

@@ -329,16 +329,18 @@ TEST_CASE("verifyAlgorithm: declines and inconsistent declines", "[verifier]") {
   CHECK_THAT(st.message(), Catch::StartsWith("verify: rank 0: output is never written"));
 }
 
-// ---- lastTouchReceives: which receives no later step reads back (RecvSpec::streaming) ----
+// ---- lastTouchWrites: which receives and copies no later step reads back (streaming) ----
 
-// The same question answered by brute force: a plain receive is a last touch when no step of a
-// later round names an element of its range (in place: input and output are one buffer).
-std::vector<std::vector<uint8_t>> lastTouchBruteForce(const Schedule& s, bool inPlace) {
+// The same question answered by brute force: a plain receive or a copy is a last touch when no
+// step of a later round names an element of its range (in place: input and output are one
+// buffer).
+std::vector<std::vector<uint8_t>> lastTouchBruteForce(const Schedule& s, bool inPlace,
+                                                      bool receives) {
   auto domain = [&](Buf b) { return inPlace && b == Buf::kInput ? Buf::kOutput : b; };
   std::vector<std::vector<uint8_t>> out(s.rounds.size());
   for (size_t r = 0; r < s.rounds.size(); ++r)
     for (const Step& st : s.rounds[r]) {
-      bool last = st.op == Op::kRecv && st.count > 0;
+      bool last = (st.op == Op::kCopy || (receives && st.op == Op::kRecv)) && st.count > 0;
       for (size_t q = r + 1; last && q < s.rounds.size(); ++q)
         for (const Step& o : s.rounds[q]) {
           if (o.count == 0) continue;
@@ -357,7 +359,8 @@ std::vector<std::vector<uint8_t>> lastTouchBruteForce(const Schedule& s, bool in
   return out;
 }
 
-TEST_CASE("lastTouchReceives marks the receives that no later round touches", "[schedule]") {
+TEST_CASE("lastTouchWrites marks the receives and copies that no later round touches",
+          "[schedule]") {
   const Schedule s = sched({{recv(1, Buf::kOutput, 0, 4), recv(2, Buf::kScratch, 0, 4)},
                             {send(1, Buf::kOutput, 2, 2), recv(1, Buf::kOutput, 4, 4),
                              copy(Buf::kScratch, 0, Buf::kOutput, 8, 4)},
@@ -365,15 +368,16 @@ TEST_CASE("lastTouchReceives marks the receives that no later round touches", "[
                            4);
   using V = std::vector<std::vector<uint8_t>>;
   // output[0,4) is sent later, scratch is copied later, the rest is never touched again.
-  CHECK(lastTouchReceives(s, false) == V{{0, 0}, {0, 1, 0}, {1, 0}});
-  // In place the later send of input could read output[4,8): only the final round's receive.
-  CHECK(lastTouchReceives(s, true) == V{{0, 0}, {0, 0, 0}, {1, 0}});
-  CHECK(lastTouchReceives(Schedule{}, false).empty());
+  CHECK(lastTouchWrites(s, false, true) == V{{0, 0}, {0, 1, 1}, {1, 0}});
+  CHECK(lastTouchWrites(s, false, false) == V{{0, 0}, {0, 0, 1}, {0, 0}});
+  // In place the later send of input could read output[4,12): only the final round's receive.
+  CHECK(lastTouchWrites(s, true, true) == V{{0, 0}, {0, 0, 0}, {1, 0}});
+  CHECK(lastTouchWrites(Schedule{}, false, true).empty());
 }
 
-TEST_CASE("lastTouchReceives agrees with brute force on every allreduce", "[schedule]") {
+TEST_CASE("lastTouchWrites agrees with brute force on every algorithm", "[schedule]") {
   for (const AlgorithmInfo& algo : registry()) {
-    if (algo.loaded || algo.coll != Coll::kAllReduce) continue;
+    if (algo.loaded) continue;
     for (int n = 2; n <= 9; ++n)
       for (size_t count : {size_t{7}, size_t{1009}, size_t{1} << 16})
         for (bool inPlace : {false, true}) {
@@ -384,8 +388,9 @@ TEST_CASE("lastTouchReceives agrees with brute force on every allreduce", "[sche
             if (!built.isOk()) continue;  // declines this shape (hierarchical without groups)
             INFO(fmt::format("{} nranks={} rank={} count={} {}", algo.name, n, r, count,
                              inPlace ? "in place" : "out of place"));
-            REQUIRE(lastTouchReceives(built.value(), inPlace) ==
-                    lastTouchBruteForce(built.value(), inPlace));
+            for (bool receives : {false, true})
+              REQUIRE(lastTouchWrites(built.value(), inPlace, receives) ==
+                      lastTouchBruteForce(built.value(), inPlace, receives));
           }
         }
   }
@@ -399,10 +404,21 @@ TEST_CASE("lastTouchReceives agrees with brute force on every allreduce", "[sche
     auto built = dbt->build(shape);
     REQUIRE(built.isOk());
     size_t marked = 0;
-    for (const auto& round : lastTouchReceives(built.value(), false))
+    for (const auto& round : lastTouchWrites(built.value(), false, true))
       for (uint8_t m : round) marked += m;
     CHECK(marked > 0);
   }
+  // And copies: the 2-rank ring allgather's copy of its own block into the output, out of place.
+  const AlgorithmInfo* ring = find(Coll::kAllGather, "ring");
+  REQUIRE(ring);
+  auto built = ring->build(shapeOf(Coll::kAllGather, 2, 1000));
+  REQUIRE(built.isOk());
+  const auto marks = lastTouchWrites(built.value(), false, false);
+  size_t copies = 0;
+  for (size_t r = 0; r < marks.size(); ++r)
+    for (size_t i = 0; i < marks[r].size(); ++i)
+      if (built.value().rounds[r][i].op == Op::kCopy) copies += marks[r][i];
+  CHECK(copies == 1);
 }
 
 }  // namespace tutti::algo

@@ -8,9 +8,12 @@
 //    consumed, receiver) on their own cache lines. The sender reads the tail only when its cached
 //    copy says the ring is full.
 // The receiver copies or reduces straight out of the line or ring into the destination (no
-// intermediate buffer; with RecvSpec::streaming a copy uses non-temporal stores). Messages match
-// by order per direction and both sides give the same byte count, so both pick the same path
-// from the size alone. Byte-ring messages start on 64-byte boundaries, so an element never
+// intermediate buffer; with RecvSpec::streaming a copy uses non-temporal stores). Messages of at
+// least TUTTI_SHM_CMA_BYTES (off by default) go by single copy instead: the sender puts only a
+// descriptor (its buffer's address) in the byte ring, the receiver reads the data straight out
+// of the sender's process with process_vm_readv (Linux cross-memory attach, CMA) and then
+// acknowledges, which completes the send. Messages match by order per direction and both sides
+// give the same byte count, so both pick the same path from the size alone. Byte-ring messages start on 64-byte boundaries, so an element never
 // straddles the ring's wrap. Waiters sleep on their own doorbell; a peer that publishes data or
 // frees space wakes a sleeping rank with FUTEX_WAKE.
 #include <fcntl.h>
@@ -20,10 +23,8 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
 
 #include <atomic>
 #include <cerrno>
@@ -49,6 +50,12 @@ TUTTI_PARAM_INT(kRingBytes, "TUTTI_SHM_RING_BYTES", nullptr, "SHM", 1 << 20,
 TUTTI_PARAM_INT(kInlineBytes, "TUTTI_SHM_INLINE_BYTES", nullptr, "SHM", 112,
                 "messages up to this many bytes travel in flagged cache lines (56 payload bytes "
                 "per line); 0 sends every message through the byte ring");
+// Off by default: on the development VM every single-copy variant measured slower than the ring
+// (docs/PERFORMANCE.md, "Single copy (CMA)"): 2-rank allgather at 64 MiB 2.8-3.0 GB/s busbw by
+// CMA against 3.2-3.5 by the ring, and at 1 MiB 10.2 against 13.
+TUTTI_PARAM_INT(kCmaBytes, "TUTTI_SHM_CMA_BYTES", nullptr, "SHM", 0,
+                "messages (slices) of at least this many bytes are read by the receiver straight "
+                "out of the sender's memory with process_vm_readv (single copy); 0: never");
 
 constexpr size_t kLine = 64;
 using shm_wire::kMagic;
@@ -58,6 +65,7 @@ struct alignas(kLine) SegmentHeader {
   int32_t pid;
   int32_t nranks;
   uint64_t ringBytes;
+  uint64_t selfAddr;  // where the owner maps this segment (probed with CMA by peers)
   alignas(kLine) std::atomic<uint32_t> doorbell;  // futex word: bumped to wake this rank
   std::atomic<uint32_t> sleeping;                 // this rank is (about to be) asleep
 };
@@ -66,7 +74,15 @@ struct alignas(kLine) RingHeader {
   std::atomic<uint64_t> head;  // written by the sender: bytes published
   alignas(kLine) std::atomic<uint64_t> tail;  // written by the receiver: bytes consumed
   alignas(kLine) std::atomic<uint64_t> inlineTail;  // written by the receiver: lines consumed
+  alignas(kLine) std::atomic<uint64_t> cmaDone;  // written by the receiver: CMA messages read
 };
+
+// A single-copy message's record in the byte ring (one 64-byte slot).
+struct CmaDescriptor {
+  uint64_t addr;   // the message's bytes in the sender's address space
+  uint64_t bytes;  // its size (both ends know it; checked)
+};
+static_assert(sizeof(CmaDescriptor) <= kLine);
 
 // The inline ring: kInlineLines lines of kInlinePayload bytes + an 8-byte flag.
 constexpr size_t kInlineLines = 256;
@@ -87,39 +103,6 @@ RingHeader* ringAt(void* seg, int index, size_t ringBytes) {
 std::byte* inlineLines(RingHeader* ring) { return reinterpret_cast<std::byte*>(ring + 1); }
 std::byte* ringData(RingHeader* ring) { return inlineLines(ring) + kInlineLines * kLine; }
 uint64_t alignUp(uint64_t v) { return (v + kLine - 1) & ~uint64_t(kLine - 1); }
-
-// dst = src (n bytes) with non-temporal stores on x86-64 (SSE2, in every x86-64 CPU): the
-// destination lines go to memory without being read first and without evicting the ring from
-// the cache. Used for RecvSpec::streaming. The closing sfence orders those stores before the
-// transport's later stores (the tail, the completion the engine reports).
-// Measured on the development VM (AMD EPYC, 64 MiB copy past the caches): memcpy 10-11 GB/s,
-// these stores 14.6-15.1 GB/s.
-void copyStreaming(std::byte* dst, const std::byte* src, size_t n) {
-#if defined(__SSE2__)
-  constexpr size_t kMin = 4096;  // below this, a plain copy (the fence is not free)
-  if (n < kMin) {
-    std::memcpy(dst, src, n);
-    return;
-  }
-  const size_t head = (16 - (reinterpret_cast<uintptr_t>(dst) & 15)) & 15;
-  std::memcpy(dst, src, head);
-  size_t i = head;
-  for (; i + 64 <= n; i += 64) {
-    const auto* s = reinterpret_cast<const __m128i*>(src + i);
-    auto* d = reinterpret_cast<__m128i*>(dst + i);
-    const __m128i a = _mm_loadu_si128(s), b = _mm_loadu_si128(s + 1), c = _mm_loadu_si128(s + 2),
-                  e = _mm_loadu_si128(s + 3);
-    _mm_stream_si128(d, a);
-    _mm_stream_si128(d + 1, b);
-    _mm_stream_si128(d + 2, c);
-    _mm_stream_si128(d + 3, e);
-  }
-  std::memcpy(dst + i, src + i, n - i);
-  _mm_sfence();
-#else
-  std::memcpy(dst, src, n);
-#endif
-}
 
 void wakeIfSleeping(SegmentHeader* h) {
   std::atomic_thread_fence(std::memory_order_seq_cst);
@@ -221,6 +204,7 @@ class Fifo {
   bool empty() const { return head_ == items_.size(); }
   size_t size() const { return items_.size() - head_; }
   T& front() { return items_[head_]; }
+  T& at(size_t i) { return items_[head_ + i]; }
   void push(const T& v) { items_.push_back(v); }
   void pop() {
     if (++head_ == items_.size()) {
@@ -237,13 +221,15 @@ class Fifo {
 class ShmConnection final : public Connection {
  public:
   ShmConnection(int rank, int peer, std::string peerHost, std::shared_ptr<Mapping> mine,
-                std::shared_ptr<Mapping> theirs, size_t ringBytes, size_t inlineMax)
+                std::shared_ptr<Mapping> theirs, size_t ringBytes, size_t inlineMax,
+                size_t cmaMin)
       : rank_(rank),
         peer_(peer),
         peerHost_(std::move(peerHost)),
         ringBytes_(ringBytes),
         mask_(ringBytes - 1),
         inlineMax_(inlineMax),
+        cmaMin_(cmaMin),
         peerHeader_(static_cast<SegmentHeader*>(theirs->addr)),
         mine_(std::move(mine)),
         theirs_(std::move(theirs)),
@@ -254,30 +240,45 @@ class ShmConnection final : public Connection {
         peerPid_(peerHeader_->pid) {}
 
   uint64_t postSend(const void* src, size_t bytes) override {
-    sends_.push({static_cast<const std::byte*>(src), bytes, 0});
+    sends_.push({static_cast<const std::byte*>(src), bytes, 0, 0});
     return ++sendsPosted_;
   }
   uint64_t postRecv(const RecvSpec& spec) override {
-    recvs_.push({spec, 0});
+    recvs_.push({spec, 0, 0});
     return ++recvsPosted_;
   }
 
   Status progress() override {
-    const uint64_t before = bytesSent + bytesReceived;
+    const uint64_t before = bytesSent + bytesReceived + cmaPosted_;
     while (!sends_.empty()) {
       PendingSend& s = sends_.front();
-      if (s.bytes > 0 && !(s.bytes <= inlineMax_ ? sendInline(s) : sendRing(s))) break;
+      if (s.bytes > 0 && !(s.bytes <= inlineMax_ ? sendInline(s)
+                           : isCma(s.bytes)       ? sendCma(s)
+                                                  : sendRing(s)))
+        break;
       sends_.pop();
       ++sendsDone_;
     }
+    // Single-copy sends queued behind one that awaits its acknowledgement: publish their
+    // descriptors now, so the receiver reads them back to back instead of one per round trip.
+    if (!sends_.empty() && sends_.front().cmaSeq != 0)
+      for (size_t i = 1; i < sends_.size(); ++i) {
+        PendingSend& s = sends_.at(i);
+        if (s.bytes <= inlineMax_ || !isCma(s.bytes) || (s.cmaSeq == 0 && !postDescriptor(s)))
+          break;
+      }
     while (!recvs_.empty()) {
       PendingRecv& r = recvs_.front();
-      if (r.spec.bytes > 0 && !(r.spec.bytes <= inlineMax_ ? recvInline(r) : recvRing(r))) break;
+      if (r.spec.bytes > 0 && !(r.spec.bytes <= inlineMax_ ? recvInline(r)
+                                : isCma(r.spec.bytes)      ? recvCma(r)
+                                                           : recvRing(r)))
+        break;
       recvs_.pop();
       ++recvsDone_;
     }
     // One fence for everything published or consumed in this pass: a sleeping peer is woken.
-    if (bytesSent + bytesReceived != before) wakeIfSleeping(peerHeader_);
+    if (bytesSent + bytesReceived + cmaPosted_ != before) wakeIfSleeping(peerHeader_);
+    if (!error_.isOk()) return error_;
     return Status::ok();
   }
 
@@ -296,11 +297,110 @@ class ShmConnection final : public Connection {
     const std::byte* src;
     size_t bytes;
     size_t done;
+    uint64_t cmaSeq;  // single copy: its descriptor's number once published, else 0
   };
   struct PendingRecv {
     RecvSpec spec;
     size_t done;
+    uint64_t remote;  // single copy: the sender's address once its descriptor was read, else 0
   };
+
+  bool isCma(size_t bytes) const { return cmaMin_ > 0 && bytes >= cmaMin_; }
+
+  // Publishes the descriptor of single-copy send `s` in the byte ring; false when it is full.
+  bool postDescriptor(PendingSend& s) {
+    sendPos_ = alignUp(sendPos_);
+    if (sendPos_ + kLine - tailSeen_ > ringBytes_) {
+      tailSeen_ = out_->tail.load(std::memory_order_acquire);
+      if (sendPos_ + kLine - tailSeen_ > ringBytes_) return false;
+    }
+    const CmaDescriptor d{reinterpret_cast<uint64_t>(s.src), s.bytes};
+    std::memcpy(ringData(out_) + (sendPos_ & mask_), &d, sizeof d);
+    sendPos_ += kLine;
+    out_->head.store(sendPos_, std::memory_order_release);
+    s.cmaSeq = ++cmaPosted_;
+    return true;
+  }
+
+  // A single-copy send is done when the receiver has acknowledged reading it.
+  bool sendCma(PendingSend& s) {
+    if (s.cmaSeq == 0 && !postDescriptor(s)) return false;
+    if (cmaAckSeen_ < s.cmaSeq) {
+      cmaAckSeen_ = out_->cmaDone.load(std::memory_order_acquire);
+      if (cmaAckSeen_ < s.cmaSeq) return false;
+    }
+    bytesSent += s.bytes;
+    return true;
+  }
+
+  // Reads (and reduces) a single-copy message out of the sender's memory, at most kCmaStep bytes
+  // per call so that other connections progress between; true when it is complete. A failure
+  // goes to error_ (progress() returns it).
+  bool recvCma(PendingRecv& r) {
+    const RecvSpec& spec = r.spec;
+    if (r.remote == 0) {
+      recvPos_ = alignUp(recvPos_);
+      if (in_->head.load(std::memory_order_acquire) < recvPos_ + kLine) return false;
+      CmaDescriptor d;
+      std::memcpy(&d, ringData(in_) + (recvPos_ & mask_), sizeof d);
+      recvPos_ += kLine;
+      in_->tail.store(recvPos_, std::memory_order_release);
+      if (d.bytes != spec.bytes || d.addr == 0) {
+        error_ = internalError("shm: rank {} announced a single-copy message of {} bytes where "
+                               "rank {} expects {} bytes (rank={}, peer={})",
+                               peer_, d.bytes, rank_, spec.bytes, rank_, peer_);
+        return false;
+      }
+      r.remote = d.addr;
+    }
+    constexpr size_t kCmaStep = 1 << 20;
+    const size_t n = std::min(kCmaStep, spec.bytes - r.done);
+    auto* dst = static_cast<std::byte*>(spec.dst) + r.done;
+    if (!spec.reduce) {
+      if (!readRemote(dst, r.remote + r.done, n)) return false;
+    } else {
+      // Through a small buffer that stays in cache: dst = src op (what the sender holds).
+      constexpr size_t kBounce = 64 << 10;  // a multiple of every element size
+      if (bounce_.empty()) bounce_.resize(kBounce);
+      for (size_t off = 0; off < n; off += kBounce) {
+        const size_t m = std::min(kBounce, n - off);
+        if (!readRemote(bounce_.data(), r.remote + r.done + off, m)) return false;
+        spec.reduce(dst + off, static_cast<const std::byte*>(spec.src) + r.done + off,
+                    bounce_.data(), m / spec.elemBytes);
+      }
+    }
+    r.done += n;
+    bytesReceived += n;
+    if (r.done < spec.bytes) return false;
+    in_->cmaDone.store(++cmaRead_, std::memory_order_release);
+    return true;
+  }
+
+  // process_vm_readv of [addr, addr + n) of the peer into dst; false (error_ set) on failure.
+  bool readRemote(std::byte* dst, uint64_t addr, size_t n) {
+    while (n > 0) {
+      iovec local{dst, n};
+      iovec remote{reinterpret_cast<void*>(addr), n};
+      const ssize_t got = process_vm_readv(peerPid_, &local, 1, &remote, 1, 0);
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) {
+        const int e = got < 0 ? errno : EIO;
+        error_ = e == ESRCH ? remoteError("shm: rank {} (pid {}, host {}) is gone (rank={}, "
+                                          "peer={})",
+                                          peer_, peerPid_, peerHost_, rank_, peer_)
+                            : systemError("shm: single-copy read of {} bytes from rank {} (pid "
+                                          "{}) failed: {} (TUTTI_SHM_CMA_BYTES={}; rank={}, "
+                                          "peer={})",
+                                          n, peer_, peerPid_, errnoString(e), cmaMin_, rank_,
+                                          peer_);
+        return false;
+      }
+      dst += got;
+      addr += static_cast<uint64_t>(got);
+      n -= static_cast<size_t>(got);
+    }
+    return true;
+  }
 
   static uint64_t* flagOf(std::byte* line) {
     return reinterpret_cast<uint64_t*>(line + kInlinePayload);
@@ -386,7 +486,7 @@ class ShmConnection final : public Connection {
       if (spec.reduce)
         spec.reduce(dst, static_cast<const std::byte*>(spec.src) + r.done, slot, n / spec.elemBytes);
       else if (spec.streaming)
-        copyStreaming(dst, slot, n);
+        kernels::copyStreaming(dst, slot, n);
       else
         std::memcpy(dst, slot, n);
       r.done += n;
@@ -400,7 +500,7 @@ class ShmConnection final : public Connection {
 
   int rank_, peer_;
   std::string peerHost_;
-  size_t ringBytes_, mask_, inlineMax_;
+  size_t ringBytes_, mask_, inlineMax_, cmaMin_;
   SegmentHeader* peerHeader_;
   std::shared_ptr<Mapping> mine_;  // both mappings live as long as any connection uses them
   std::shared_ptr<Mapping> theirs_;
@@ -412,6 +512,9 @@ class ShmConnection final : public Connection {
   uint64_t sendPos_ = 0, recvPos_ = 0, tailSeen_ = 0;
   uint64_t inlineSent_ = 0, inlineRecvd_ = 0, inlineTailSeen_ = 0;  // in lines
   uint64_t sendsDone_ = 0, recvsDone_ = 0;
+  uint64_t cmaPosted_ = 0, cmaAckSeen_ = 0, cmaRead_ = 0;  // single-copy messages
+  std::vector<std::byte> bounce_;  // single-copy reductions read through it
+  Status error_ = Status::ok();
   Fifo<PendingSend> sends_;
   Fifo<PendingRecv> recvs_;
 };
@@ -441,6 +544,10 @@ class ShmTransport final : public Transport {
       return invalidArgument("shm: TUTTI_SHM_INLINE_BYTES must be in [0, {}] (value={})",
                              kInlineLines / 2 * kInlinePayload, ib);
     inlineBytes_ = static_cast<size_t>(ib);
+    const int64_t cb = kCmaBytes.get();
+    if (cb < 0)
+      return invalidArgument("shm: TUTTI_SHM_CMA_BYTES must be >= 0 (value={})", cb);
+    cmaBytes_ = static_cast<size_t>(cb);
     name_ = segmentName(ctx.secret, ctx.rank);
     mine_ = std::make_shared<Mapping>();
     mine_->bytes = segmentBytes(ctx.nranks, ringBytes_);
@@ -451,6 +558,7 @@ class ShmTransport final : public Transport {
     h->pid = getpid();
     h->nranks = ctx.nranks;
     h->ringBytes = ringBytes_;
+    h->selfAddr = reinterpret_cast<uint64_t>(mine_->addr);
     for (int p = 0; p < ctx.nranks; ++p) new (ringAt(mine_->addr, p, ringBytes_)) RingHeader{};
     // NUMA placement by first touch: the owner (the receiving rank) faults in every page of its
     // inbound rings now, so they sit on its memory node and no collective takes the faults.
@@ -459,6 +567,7 @@ class ShmTransport final : public Transport {
     blob.magic = kMagic;
     blob.ringBytes = ringBytes_;
     blob.inlineBytes = inlineBytes_;
+    blob.cmaBytes = cmaBytes_;
     std::snprintf(blob.name, sizeof blob.name, "%s", name_.c_str());
     std::vector<std::byte> out(sizeof blob);
     std::memcpy(out.data(), &blob, sizeof blob);
@@ -473,7 +582,8 @@ class ShmTransport final : public Transport {
 
   Result<std::unique_ptr<Connection>> connect(const Context& ctx, int peer,
                                               std::span<const std::byte> peerBlob) override {
-    TUTTI_TRY_ASSIGN(const Blob blob, shm_wire::parseBlob(peerBlob, peer, ringBytes_, inlineBytes_));
+    TUTTI_TRY_ASSIGN(const Blob blob, shm_wire::parseBlob(peerBlob, peer, ringBytes_, inlineBytes_,
+                                                                cmaBytes_));
     auto theirs = std::make_shared<Mapping>();
     theirs->bytes = segmentBytes(ctx.nranks, ringBytes_);
     TUTTI_TRY_ASSIGN(theirs->addr,
@@ -481,9 +591,26 @@ class ShmTransport final : public Transport {
     auto* h = static_cast<SegmentHeader*>(theirs->addr);
     if (h->magic != kMagic || h->nranks != ctx.nranks)
       return internalError("shm: segment {} of rank {} is not initialised", blob.name, peer);
+    if (cmaBytes_ > 0) TUTTI_TRY(probeCma(*h, peer, ctx.peers[peer].hostname));
     return std::unique_ptr<Connection>(std::make_unique<ShmConnection>(
         ctx.rank, peer, ctx.peers[peer].hostname, mine_, std::move(theirs), ringBytes_,
-        inlineBytes_));
+        inlineBytes_, cmaBytes_));
+  }
+
+  // Single copy needs process_vm_readv on the peer (same user, and no ptrace restriction such as
+  // Yama's ptrace_scope >= 1 or a container without CAP_SYS_PTRACE): one read of the peer's
+  // segment magic through it now, so that a refusal fails init with its reason, not a call.
+  Status probeCma(const SegmentHeader& h, int peer, const std::string& host) const {
+    uint64_t magic = 0;
+    iovec local{&magic, sizeof magic};
+    iovec remote{reinterpret_cast<void*>(h.selfAddr), sizeof magic};
+    if (process_vm_readv(h.pid, &local, 1, &remote, 1, 0) == sizeof magic && magic == kMagic)
+      return Status::ok();
+    const int e = errno;
+    return systemError("shm: TUTTI_SHM_CMA_BYTES={} needs process_vm_readv on rank {} (pid {}, "
+                       "host {}), which fails: {} (ptrace restrictions: kernel.yama.ptrace_scope, "
+                       "a container without CAP_SYS_PTRACE); set TUTTI_SHM_CMA_BYTES=0",
+                       cmaBytes_, peer, h.pid, host, magic == 0 ? errnoString(e) : "wrong data");
   }
 
   void finishSetup() override {
@@ -505,6 +632,7 @@ class ShmTransport final : public Transport {
  private:
   size_t ringBytes_ = 0;
   size_t inlineBytes_ = 0;
+  size_t cmaBytes_ = 0;
   std::string name_;
   std::shared_ptr<Mapping> mine_;
   bool unlinkPending_ = false;
