@@ -11,6 +11,8 @@
 # keeps the other libraries' result files from an earlier run in the same --out folder.
 # Also: TARGET, MAXB (override the mode), TUTTI_BUILD (tutti's build folder, default build/).
 # WAIT_FAST=0 turns off waiting for the fast vCPU placement (see run() below), RETRY_SLOW=N.
+# LAUNCHES=N (default 1): launch every library N times per configuration; the report takes each
+# size's fastest launch (<file>.txt, <file>.launch2.txt, ...), the same rule for every library.
 #
 # What it does: copies the peers' harness (bench_common.h, mpi_coll_perf.cpp, gloo_perf.cpp,
 # ceilings.cpp) to a build folder (never writes into the peers' folder), builds it against Open
@@ -160,8 +162,21 @@ slow_after() {  # <label>: probe after a run; true when it reads slow
   echo "$1 after: $line" >> "$OUT/xcore.txt"
   is_slow "$line"
 }
-# run <file> <timeout_s> <command...>: output into $OUT/<file>.txt, stderr appended as comments.
+# launches <file>: the result files of every launch of <file>, the first one first.
+launch_files() {
+  local k
+  echo "$1"
+  for ((k = 2; k <= ${LAUNCHES:-1}; k++)); do echo "$1.launch$k"; done
+}
+# run <file> <timeout_s> <command...>: output into $OUT/<file>.txt, stderr appended as comments;
+# LAUNCHES times (see launch_files).
 run() {
+  local f=$1 to=$2; shift 2
+  local g
+  rm -f "$OUT/$f".launch*.txt
+  for g in $(launch_files "$f"); do run_once "$g" "$to" "$@"; done
+}
+run_once() {
   local f=$1 to=$2; shift 2
   local attempt rc
   sed -i "/^$f /d" "$OUT/xcore.txt"
@@ -176,8 +191,15 @@ run() {
   [ -s "$OUT/.$f.err" ] && sed 's/^/# stderr: /' "$OUT/.$f.err" | head -40 >> "$OUT/$f.txt"
   rm -f "$OUT/.$f.err"
 }
-# gloo <file> <nranks> <timeout_s> <args...>: Gloo ranks are plain processes with a FileStore.
+# gloo <file> <nranks> <timeout_s> <args...>: Gloo ranks are plain processes with a FileStore;
+# LAUNCHES times, like run.
 gloo() {
+  local f=$1 g
+  shift
+  rm -f "$OUT/$f".launch*.txt
+  for g in $(launch_files "$f"); do gloo_once "$g" "$@"; done
+}
+gloo_once() {
   local f=$1 n=$2 to=$3; shift 3
   local store; store=$(mktemp -d /tmp/tutti_gloo_store.XXXXXX)
   local pids=() rc=0 r

@@ -5,8 +5,10 @@ Usage: report.py RESULTS_DIR
 
 Input: RESULTS_DIR/<lib>_<transport>_np<N>.txt, each holding one or more nccl-tests-style tables
 printed by ../shared/peers/bench_common.h (mpi_coll_perf, gloo_perf, tutti_coll_perf), plus
-ceilings.txt and env.txt. Output in RESULTS_DIR: report.md, plot_<coll>.png (gnuplot, when
-installed) and the data files the plots are drawn from (plots/).
+ceilings.txt and env.txt. With several launches (compare_peers.sh LAUNCHES=N, files
+<lib>_<transport>_np<N>.launch<K>.txt) every size takes its fastest launch, for every library.
+Output in RESULTS_DIR: report.md, plot_<coll>.png (gnuplot, when installed) and the data files
+the plots are drawn from (plots/).
 
 Ratio = best peer's time / tutti's time at the same size, rank count and transport, which equals
 tutti's busbw / the best peer's busbw. Above 1 means tutti is faster. The best peer is the fastest
@@ -57,16 +59,25 @@ def parse(path):
 
 
 def load(results):
-    """data[(transport, np)][coll][lib][variant] = {size: (us, busbw, wrong)}."""
+    """data[(transport, np)][coll][lib][variant] = {size: (us, busbw, wrong)}; over several
+    launches of one library, each size's fastest, with the largest #wrong of any launch."""
     data = {}
     for fn in sorted(os.listdir(results)):
-        m = re.match(r"(ompi|mpich|gloo|tutti)_(shm|tcp)_np(\d+)\.txt$", fn)
+        m = re.match(r"(ompi|mpich|gloo|tutti)_(shm|tcp)_np(\d+)(\.launch\d+)?\.txt$", fn)
         if not m:
             continue
         lib, tr, n = m.group(1), m.group(2), int(m.group(3))
         for variant, rows in parse(os.path.join(results, fn)).items():
             coll = canonical(variant)
-            data.setdefault((tr, n), {}).setdefault(coll, {}).setdefault(lib, {})[variant] = rows
+            have = data.setdefault((tr, n), {}).setdefault(coll, {}).setdefault(lib, {})
+            merged = have.setdefault(variant, {})
+            for size, row in rows.items():
+                old = merged.get(size)
+                if old is None:
+                    merged[size] = row
+                else:
+                    fast = min(old, row)
+                    merged[size] = (fast[0], fast[1], max(old[2], row[2]))
     return data
 
 
@@ -281,7 +292,10 @@ def main():
         out.append("Cross-CPU probe (tutti-xcore-probe) before and after each run; on a VM it drifts "
                    "between fast and slow vCPU placements, and shm numbers follow it. With WAIT_FAST=1 "
                    "(default) a run waits for the fast placement and is repeated (RETRY_SLOW times) "
-                   "when the probe after it reads slow; the last attempt is the one reported:\n")
+                   "when the probe after it reads slow; the last attempt is the one reported"
+                   + (". Every library was launched several times (LAUNCHES; labels <run>.launchK) "
+                      "and each size takes its fastest launch" if any(
+                          ".launch" in f for f in os.listdir(results)) else "") + ":\n")
         out.append("```\n" + open(xcore).read().strip() + "\n```\n")
     fl = floors(results)
     if fl.get("tcp_lines"):
