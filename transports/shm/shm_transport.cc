@@ -13,9 +13,10 @@
 // descriptor (its buffer's address) in the byte ring, the receiver reads the data straight out
 // of the sender's process with process_vm_readv (Linux cross-memory attach, CMA) and then
 // acknowledges, which completes the send. Messages match by order per direction and both sides
-// give the same byte count, so both pick the same path from the size alone. Byte-ring messages start on 64-byte boundaries, so an element never
-// straddles the ring's wrap. Waiters sleep on their own doorbell; a peer that publishes data or
-// frees space wakes a sleeping rank with FUTEX_WAKE.
+// give the same byte count, so both pick the same path from the size alone. Byte-ring messages
+// (and descriptors) start on 64-byte boundaries, so an element never straddles the ring's wrap.
+// Waiters sleep on their own doorbell; a peer that publishes data or frees space wakes a sleeping
+// rank with FUTEX_WAKE.
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <signal.h>
@@ -50,9 +51,9 @@ TUTTI_PARAM_INT(kRingBytes, "TUTTI_SHM_RING_BYTES", nullptr, "SHM", 1 << 20,
 TUTTI_PARAM_INT(kInlineBytes, "TUTTI_SHM_INLINE_BYTES", nullptr, "SHM", 112,
                 "messages up to this many bytes travel in flagged cache lines (56 payload bytes "
                 "per line); 0 sends every message through the byte ring");
-// Off by default: on the development VM every single-copy variant measured slower than the ring
-// (docs/PERFORMANCE.md, "Single copy (CMA)"): 2-rank allgather at 64 MiB 2.8-3.0 GB/s busbw by
-// CMA against 3.2-3.5 by the ring, and at 1 MiB 10.2 against 13.
+// Off by default: on the development VM single copy measured slower than the ring at every size
+// (docs/PERFORMANCE.md, "Session 8: single copy, measured"): 2-rank allgather 12.1-12.3 ms
+// against 10.5-10.8 at 64 MiB and 80-82 us against 40-44 at 1 MiB.
 TUTTI_PARAM_INT(kCmaBytes, "TUTTI_SHM_CMA_BYTES", nullptr, "SHM", 0,
                 "messages (slices) of at least this many bytes are read by the receiver straight "
                 "out of the sender's memory with process_vm_readv (single copy); 0: never");
