@@ -83,9 +83,10 @@ size_t bufferCount(const CollShape& s, Buf buf);
 /// range for the last time in the call: no later round's step of this rank reads or writes any
 /// element of it. The result has one entry per step, rounds[r][i] -> out[r][i] (1: last touch).
 /// Such a step's data is not read back by the schedule, so it may be written with non-temporal
-/// stores (RecvSpec::streaming, kernels::copyStreaming) when the call is larger than the cache. Steps of one round never overlap (verifier), so only later
-/// rounds count. In place, input and output are one user buffer at a displacement the schedule
-/// does not know: a later step touching either counts as touching every element of both.
+/// stores (RecvSpec::streaming, kernels::copyStreaming) when the call is larger than the cache.
+/// Steps of one round never overlap (verifier), so only later rounds count. In place, input and
+/// output are one user buffer at a displacement the schedule does not know: a later step touching
+/// either counts as touching every element of both.
 /// Cost: O(S log S) for S steps; the engine computes it once per cached plan.
 std::vector<std::vector<uint8_t>> lastTouchWrites(const Schedule& s, bool inPlace, bool receives);
 

@@ -352,25 +352,18 @@ class RoundRunner {
     (*locals_)[nLocals_++] = {d, s, bytes, 0, reduce, streaming};
   }
 
-  // Runs the next slice of the round's local work; false when none is left.
-  bool runLocalSlice() {
-    while (localNext_ < nLocals_) {
-      LocalWork& w = (*locals_)[localNext_];
-      if (w.done == w.bytes) {
-        ++localNext_;
-        continue;
-      }
-      const size_t n = std::min(sliceBytes(), w.bytes - w.done);
-      if (w.reduce)
-        plan_.reduce(w.dst + w.done, w.dst + w.done, w.src + w.done, n / plan_.elemBytes);
-      else if (w.streaming)
-        kernels::copyStreaming(w.dst + w.done, w.src + w.done, n);
-      else
-        std::memcpy(w.dst + w.done, w.src + w.done, n);
-      w.done += n;
-      return true;
-    }
-    return false;
+  // Runs the next slice of the round's local work (some is left: localNext_ < nLocals_).
+  void runLocalSlice() {
+    LocalWork& w = (*locals_)[localNext_];
+    const size_t n = std::min(sliceBytes(), w.bytes - w.done);
+    if (w.reduce)
+      plan_.reduce(w.dst + w.done, w.dst + w.done, w.src + w.done, n / plan_.elemBytes);
+    else if (w.streaming)
+      kernels::copyStreaming(w.dst + w.done, w.src + w.done, n);
+    else
+      std::memcpy(w.dst + w.done, w.src + w.done, n);
+    w.done += n;
+    if (w.done == w.bytes) ++localNext_;
   }
 
   // A reset forwarding entry from the per-thread pool (keeps its vectors' capacity).
@@ -425,7 +418,8 @@ class RoundRunner {
       }
       for (int peer : busy_)
         if (!ctx_.conns[peer]->idle() && !mayLeave(peer)) done = false;
-      if (localNext_ < nLocals_ && runLocalSlice()) {
+      if (localNext_ < nLocals_) {
+        runLocalSlice();
         idle = 0;
         continue;  // work was done: no spinning, and the round is not over
       }

@@ -3,8 +3,8 @@
 // over the communicator's connections. Rounds run in order; inside a round every step is posted
 // at once and progressed together. Messages are cut into slices of TUTTI_SLICE_BYTES on both
 // sides, so forwarding steps (recvCopySend, recvReduceSend) pipeline slice by slice, and local
-// steps (copy, reduce) larger than a slice run a slice at a time between the round's transfers. Waiting
-// spins briefly, yields, then sleeps on the shm futex doorbell or polls sockets.
+// steps (copy, reduce) larger than a slice run a slice at a time between the round's transfers.
+// Waiting spins briefly, yields, then sleeps on the shm futex doorbell or polls sockets.
 #pragma once
 
 #include <atomic>

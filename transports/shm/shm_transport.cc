@@ -265,7 +265,7 @@ class ShmConnection final : public Connection {
     if (!sends_.empty() && sends_.front().cmaSeq != 0)
       for (size_t i = 1; i < sends_.size(); ++i) {
         PendingSend& s = sends_.at(i);
-        if (s.bytes <= inlineMax_ || !isCma(s.bytes) || (s.cmaSeq == 0 && !postDescriptor(s)))
+        if (!isCma(s.bytes) || (s.cmaSeq == 0 && !postDescriptor(s)))
           break;
       }
     while (!recvs_.empty()) {
@@ -306,7 +306,8 @@ class ShmConnection final : public Connection {
     uint64_t remote;  // single copy: the sender's address once its descriptor was read, else 0
   };
 
-  bool isCma(size_t bytes) const { return cmaMin_ > 0 && bytes >= cmaMin_; }
+  // Whether a message of `bytes` goes by single copy (inline lines win for the smallest).
+  bool isCma(size_t bytes) const { return cmaMin_ > 0 && bytes >= cmaMin_ && bytes > inlineMax_; }
 
   // Publishes the descriptor of single-copy send `s` in the byte ring; false when it is full.
   bool postDescriptor(PendingSend& s) {
