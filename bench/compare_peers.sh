@@ -25,6 +25,7 @@
 # this 2-core machine, not pinned), for allreduce, allgather, reduce_scatter, broadcast, alltoall.
 # Then bench/compare/report.py writes, into the output folder:
 #   report.md   ratio tables: tutti / best peer per configuration and size, and the targets
+#               (with several launches, each target also lists every launch's value)
 #               (a missed target is marked unreachable when a library-free bound from this run,
 #               tutti-xcore-probe's exchange or tutti-tcp-ceiling, shows no library could meet it)
 #   *.png       busbw against size, one line per library (gnuplot), one plot per configuration

@@ -6,7 +6,8 @@ Usage: report.py RESULTS_DIR
 Input: RESULTS_DIR/<lib>_<transport>_np<N>.txt, each holding one or more nccl-tests-style tables
 printed by ../shared/peers/bench_common.h (mpi_coll_perf, gloo_perf, tutti_coll_perf), plus
 ceilings.txt and env.txt. With several launches (compare_peers.sh LAUNCHES=N, files
-<lib>_<transport>_np<N>.launch<K>.txt) every size takes its fastest launch, for every library.
+<lib>_<transport>_np<N>.launch<K>.txt) every size takes its fastest launch, for every library,
+and each target's text also lists every launch's value of tutti and of the best peer's library.
 Output in RESULTS_DIR: report.md, plot_<coll>.png (gnuplot, when installed) and the data files
 the plots are drawn from (plots/).
 
@@ -88,6 +89,7 @@ def best(variants, size):
 
 
 def best_peer(libs, size, only=None):
+    """(us, busbw, label, lib) of the fastest peer library and variant at `size`, or None."""
     cands = []
     for lib, variants in libs.items():
         if lib == "tutti" or (only and lib != only):
@@ -95,8 +97,39 @@ def best_peer(libs, size, only=None):
         b = best(variants, size)
         if b:
             label = LIBS[lib] if len(variants) == 1 else f"{LIBS[lib]} {b[2]}"
-            cands.append((b[0], b[1], label))
+            cands.append((b[0], b[1], label, lib))
     return min(cands) if cands else None
+
+
+def launch_values(results, lib, tr, n, coll, size, column):
+    """One value per launch of `lib` (<file>.txt first, then <file>.launchK.txt by K): the fastest
+    variant of `coll` at `size`, as time in us (column 0) or busbw in GB/s (column 1); None for
+    a launch that lacks the size. Empty without a results folder."""
+    if not results or not os.path.isdir(results):
+        return []
+    stem = f"{lib}_{tr}_np{n}"
+    files = []
+    for fn in os.listdir(results):
+        m = re.match(re.escape(stem) + r"(?:\.launch(\d+))?\.txt$", fn)
+        if m:
+            files.append((int(m.group(1) or 1), fn))
+    out = []
+    for _, fn in sorted(files):
+        variants = {v: rows for v, rows in parse(os.path.join(results, fn)).items()
+                    if canonical(v) == coll}
+        b = best(variants, size)
+        out.append(None if b is None else b[column])
+    return out
+
+
+def spread(results, tr, n, coll, size, peer_lib, column, unit):
+    """'; launches: tutti a/b/c <unit>, <peer> x/y/z' when either side ran more than once."""
+    t = launch_values(results, "tutti", tr, n, coll, size, column)
+    p = launch_values(results, peer_lib, tr, n, coll, size, column)
+    if len(t) < 2 and len(p) < 2:
+        return ""
+    fmt = lambda vs: "/".join("-" if v is None else f"{v:.2f}" for v in vs)
+    return f"; launches: tutti {fmt(t)} {unit}, {LIBS[peer_lib]} {fmt(p)} {unit}"
 
 
 def human(size):
@@ -160,10 +193,12 @@ def floors(results):
     return out
 
 
-def targets(data, ceil, fl=None):
+def targets(data, ceil, fl=None, results=None):
     """The issue's targets: (description, measured text, status). status: 'met', 'MISSED',
     'not measured', or 'unreachable' when a library-free bound measured in the same run shows
-    that no library could meet it (the reason is added to the measured text)."""
+    that no library could meet it (the reason is added to the measured text). With `results`
+    (the folder) and several launches, the text ends with every launch's value of tutti and of
+    the best peer's library, so that a target met or missed by one launch shows it."""
     rows = []
     fl = fl or {"tcp_bound": {}}
 
@@ -174,6 +209,7 @@ def targets(data, ceil, fl=None):
             return
         ratio, t, p = r
         text = f"{ratio:.2f}x (tutti {t[1]:.2f} GB/s vs {p[2]} {p[1]:.2f} GB/s)"
+        text += spread(results, tr, n, coll, size, p[3], 1, "GB/s")
         status = "met" if ratio >= need else "MISSED"
         bound = fl["tcp_bound"].get(size) if tr == "tcp" and n == 2 and coll == "allreduce" else None
         if status == "MISSED" and bound and bound < t[1]:
@@ -194,6 +230,7 @@ def targets(data, ceil, fl=None):
         ratio, t, p = r
         inv = 1 / ratio
         text = f"{inv:.2f}x (tutti {t[0]:.2f} us vs {p[2]} {p[0]:.2f} us)"
+        text += spread(results, tr, n, "allreduce", 8, p[3], 0, "us")
         status = "met" if inv <= need else "MISSED"
         floor = fl.get("exchange_us") if tr == "shm" and n == 2 else None
         if status == "MISSED" and floor and need * p[0] < floor:
@@ -323,7 +360,7 @@ def main():
 
     out.append("## Targets\n")
     out.append("| target | measured | status |\n|---|---|---|")
-    for d, m, s in targets(data, ceil, fl):
+    for d, m, s in targets(data, ceil, fl, results):
         out.append(f"| {d} | {m} | {s} |")
     out.append("")
 
