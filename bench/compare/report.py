@@ -128,7 +128,8 @@ def spread(results, tr, n, coll, size, peer_lib, column, unit):
     p = launch_values(results, peer_lib, tr, n, coll, size, column)
     if len(t) < 2 and len(p) < 2:
         return ""
-    fmt = lambda vs: "/".join("-" if v is None else f"{v:.2f}" for v in vs)
+    def fmt(values):
+        return "/".join("-" if v is None else f"{v:.2f}" for v in values)
     return f"; launches: tutti {fmt(t)} {unit}, {LIBS[peer_lib]} {fmt(p)} {unit}"
 
 
