@@ -59,26 +59,37 @@ def parse(path):
     return tables
 
 
-def load(results):
-    """data[(transport, np)][coll][lib][variant] = {size: (us, busbw, wrong)}; over several
-    launches of one library, each size's fastest, with the largest #wrong of any launch."""
+def load_launches(results):
+    """{(lib, transport, np): [parse() of launch 1, of launch 2, ...]}: <file>.txt first, then
+    <file>.launchK.txt by K. Every result file is read once, here."""
+    found = {}
+    for fn in os.listdir(results):
+        m = re.match(r"(ompi|mpich|gloo|tutti)_(shm|tcp)_np(\d+)(?:\.launch(\d+))?\.txt$", fn)
+        if m:
+            key = (m.group(1), m.group(2), int(m.group(3)))
+            found.setdefault(key, []).append((int(m.group(4) or 1), fn))
+    return {key: [parse(os.path.join(results, fn)) for _, fn in sorted(files)]
+            for key, files in found.items()}
+
+
+def load(launches):
+    """data[(transport, np)][coll][lib][variant] = {size: (us, busbw, wrong)} from load_launches();
+    over several launches of one library, each size's fastest, with the largest #wrong of any
+    launch."""
     data = {}
-    for fn in sorted(os.listdir(results)):
-        m = re.match(r"(ompi|mpich|gloo|tutti)_(shm|tcp)_np(\d+)(\.launch\d+)?\.txt$", fn)
-        if not m:
-            continue
-        lib, tr, n = m.group(1), m.group(2), int(m.group(3))
-        for variant, rows in parse(os.path.join(results, fn)).items():
-            coll = canonical(variant)
-            have = data.setdefault((tr, n), {}).setdefault(coll, {}).setdefault(lib, {})
-            merged = have.setdefault(variant, {})
-            for size, row in rows.items():
-                old = merged.get(size)
-                if old is None:
-                    merged[size] = row
-                else:
-                    fast = min(old, row)
-                    merged[size] = (fast[0], fast[1], max(old[2], row[2]))
+    for (lib, tr, n), runs in sorted(launches.items()):
+        for tables in runs:
+            for variant, rows in tables.items():
+                coll = canonical(variant)
+                have = data.setdefault((tr, n), {}).setdefault(coll, {}).setdefault(lib, {})
+                merged = have.setdefault(variant, {})
+                for size, row in rows.items():
+                    old = merged.get(size)
+                    if old is None:
+                        merged[size] = row
+                    else:
+                        fast = min(old, row)
+                        merged[size] = (fast[0], fast[1], max(old[2], row[2]))
     return data
 
 
@@ -101,31 +112,21 @@ def best_peer(libs, size, only=None):
     return min(cands) if cands else None
 
 
-def launch_values(results, lib, tr, n, coll, size, column):
-    """One value per launch of `lib` (<file>.txt first, then <file>.launchK.txt by K): the fastest
-    variant of `coll` at `size`, as time in us (column 0) or busbw in GB/s (column 1); None for
-    a launch that lacks the size. Empty without a results folder."""
-    if not results or not os.path.isdir(results):
-        return []
-    stem = f"{lib}_{tr}_np{n}"
-    files = []
-    for fn in os.listdir(results):
-        m = re.match(re.escape(stem) + r"(?:\.launch(\d+))?\.txt$", fn)
-        if m:
-            files.append((int(m.group(1) or 1), fn))
+def launch_values(launches, lib, tr, n, coll, size, column):
+    """One value per launch of `lib` (load_launches() order): the fastest variant of `coll` at
+    `size`, as time in us (column 0) or busbw in GB/s (column 1); None for a launch that lacks
+    the size."""
     out = []
-    for _, fn in sorted(files):
-        variants = {v: rows for v, rows in parse(os.path.join(results, fn)).items()
-                    if canonical(v) == coll}
-        b = best(variants, size)
+    for tables in (launches or {}).get((lib, tr, n), []):
+        b = best({v: rows for v, rows in tables.items() if canonical(v) == coll}, size)
         out.append(None if b is None else b[column])
     return out
 
 
-def spread(results, tr, n, coll, size, peer_lib, column, unit):
+def spread(launches, tr, n, coll, size, peer_lib, column, unit):
     """'; launches: tutti a/b/c <unit>, <peer> x/y/z' when either side ran more than once."""
-    t = launch_values(results, "tutti", tr, n, coll, size, column)
-    p = launch_values(results, peer_lib, tr, n, coll, size, column)
+    t = launch_values(launches, "tutti", tr, n, coll, size, column)
+    p = launch_values(launches, peer_lib, tr, n, coll, size, column)
     if len(t) < 2 and len(p) < 2:
         return ""
     def fmt(values):
@@ -194,11 +195,11 @@ def floors(results):
     return out
 
 
-def targets(data, ceil, fl=None, results=None):
+def targets(data, ceil, fl=None, launches=None):
     """The issue's targets: (description, measured text, status). status: 'met', 'MISSED',
     'not measured', or 'unreachable' when a library-free bound measured in the same run shows
-    that no library could meet it (the reason is added to the measured text). With `results`
-    (the folder) and several launches, the text ends with every launch's value of tutti and of
+    that no library could meet it (the reason is added to the measured text). With `launches`
+    (load_launches()) holding several launches, the text ends with every launch's value of tutti and of
     the best peer's library, so that a target met or missed by one launch shows it."""
     rows = []
     fl = fl or {"tcp_bound": {}}
@@ -210,7 +211,7 @@ def targets(data, ceil, fl=None, results=None):
             return
         ratio, t, p = r
         text = f"{ratio:.2f}x (tutti {t[1]:.2f} GB/s vs {p[2]} {p[1]:.2f} GB/s)"
-        text += spread(results, tr, n, coll, size, p[3], 1, "GB/s")
+        text += spread(launches, tr, n, coll, size, p[3], 1, "GB/s")
         status = "met" if ratio >= need else "MISSED"
         bound = fl["tcp_bound"].get(size) if tr == "tcp" and n == 2 and coll == "allreduce" else None
         if status == "MISSED" and bound and bound < t[1]:
@@ -231,7 +232,7 @@ def targets(data, ceil, fl=None, results=None):
         ratio, t, p = r
         inv = 1 / ratio
         text = f"{inv:.2f}x (tutti {t[0]:.2f} us vs {p[2]} {p[0]:.2f} us)"
-        text += spread(results, tr, n, "allreduce", 8, p[3], 0, "us")
+        text += spread(launches, tr, n, "allreduce", 8, p[3], 0, "us")
         status = "met" if inv <= need else "MISSED"
         floor = fl.get("exchange_us") if tr == "shm" and n == 2 else None
         if status == "MISSED" and floor and need * p[0] < floor:
@@ -319,7 +320,8 @@ def main():
     if len(sys.argv) != 2:
         sys.exit("usage: report.py RESULTS_DIR")
     results = sys.argv[1]
-    data = load(results)
+    launches = load_launches(results)
+    data = load(launches)
     ceil = ceilings(results)
     out = []
     env = open(os.path.join(results, "env.txt")).read() if os.path.exists(
@@ -361,7 +363,7 @@ def main():
 
     out.append("## Targets\n")
     out.append("| target | measured | status |\n|---|---|---|")
-    for d, m, s in targets(data, ceil, fl, results):
+    for d, m, s in targets(data, ceil, fl, launches):
         out.append(f"| {d} | {m} | {s} |")
     out.append("")
 
