@@ -90,6 +90,8 @@ class CommImpl final : public ExecHooks, public hang::Source {
   CommImpl() = default;
   Status init(const bootstrap::IdData& id, const Options& options);
   Status check(const CallArgs& a, bool* inPlace) const;
+  /// Moves this call's input and output to huge pages when they are large (core/huge_pages.h).
+  void adviseHugePages(const CallArgs& a, const Plan& plan);
   Status execute(const CallArgs& a, bool inPlace);
   Result<Plan*> plan(const CallArgs& a, bool inPlace);
   void drainQueue();
@@ -136,6 +138,11 @@ class CommImpl final : public ExecHooks, public hang::Source {
   std::map<PlanKey, std::unique_ptr<Plan>> plans_;
   PlanKey lastKey_{};          // the last plan looked up (repeated calls skip the map walk);
   Plan* lastPlan_ = nullptr;   // reset whenever plans_ changes
+  // The buffers and plan of the last call passed to hugepages::advise (execMu_): a repeated call
+  // skips it.
+  const void* hugeSend_ = nullptr;
+  const void* hugeRecv_ = nullptr;
+  const Plan* hugePlan_ = nullptr;
   std::vector<std::byte> scratchPool_;  // shared by all plans (one executes at a time)
 
   // Selection (core/selection.cc): the job's topology as a link model, the hierarchy groups

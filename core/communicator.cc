@@ -14,6 +14,7 @@
 #include "core/comm.h"
 #include "core/env.h"
 #include "core/host_id.h"
+#include "core/huge_pages.h"
 #include "core/log.h"
 
 namespace tutti::detail {
@@ -349,6 +350,23 @@ Status CommImpl::check(const CallArgs& a, bool* inPlace) const {
   return checkCall(a, rank_, nranks_, inPlace);
 }
 
+void CommImpl::adviseHugePages(const CallArgs& a, const Plan& plan) {
+  const size_t threshold = hugepages::thresholdBytes();
+  // No buffer of the call is larger than count * element * nranks bytes.
+  if (threshold == 0 || a.count * plan.elemBytes * static_cast<size_t>(nranks_) < threshold)
+    return;
+  if (a.send == hugeSend_ && a.recv == hugeRecv_ && &plan == hugePlan_) return;
+  hugeSend_ = a.send;
+  hugeRecv_ = a.recv;
+  hugePlan_ = &plan;
+  const algo::CollShape s{a.coll, rank_, nranks_, a.count, a.dtype, a.op, a.root, false};
+  const bool p2p = a.coll == Coll::kSendRecv;
+  if (!p2p || a.sendPeer >= 0)
+    hugepages::advise(a.send, algo::bufferCount(s, algo::Buf::kInput) * plan.elemBytes);
+  if ((!p2p || a.recvPeer >= 0) && a.recv != a.send)
+    hugepages::advise(a.recv, algo::bufferCount(s, algo::Buf::kOutput) * plan.elemBytes);
+}
+
 // ---- plans ----
 
 Result<Plan*> CommImpl::plan(const CallArgs& a, bool inPlace) {
@@ -445,6 +463,7 @@ Status CommImpl::execute(const CallArgs& a, bool inPlace) {
   curColl_.store(static_cast<int>(a.coll), std::memory_order_relaxed);
   inCall_.store(true, std::memory_order_relaxed);
   Plan& plan = *p.value();
+  adviseHugePages(a, plan);
   const bool timed = stats_.timeThis(plan.stats);
   const uint64_t k0 = timed ? stats_.now() : 0;
   const auto t0 = traceTrack_ >= 0 ? std::chrono::steady_clock::now()

@@ -1,0 +1,114 @@
+// File: core/huge_pages.cc
+// See huge_pages.h. One process-wide set of the 2 MiB regions already asked for; madvise runs
+// outside its lock.
+#include "core/huge_pages.h"
+
+#include <sys/mman.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <mutex>
+#include <unordered_set>
+#include <vector>
+
+#include "core/env.h"
+#include "core/log.h"
+
+#ifndef MADV_COLLAPSE
+#define MADV_COLLAPSE 25  // Linux 6.1 (include/uapi/asm-generic/mman-common.h)
+#endif
+
+namespace tutti::hugepages {
+namespace {
+
+TUTTI_PARAM_INT(kHugePageBytes, "TUTTI_HUGE_PAGE_BYTES", nullptr, "CORE", 4 << 20,
+                "host buffers of at least this many bytes are moved to transparent huge pages "
+                "on first use (madvise MADV_COLLAPSE; contents unchanged); 0: never");
+
+// The set stays small (one entry per 2 MiB of distinct large buffers); past 2^20 entries (2 TiB
+// of buffers seen) it is cleared, which at worst asks the kernel again.
+constexpr size_t kMaxRegions = size_t(1) << 20;
+
+struct State {
+  std::mutex mu;
+  std::unordered_set<uintptr_t> seen;  // region addresses already passed to madvise
+  Counters counters;
+  bool loggedRefusal = false;
+  bool loggedSuccess = false;
+};
+
+State& state() {
+  static State* s = new State;  // never destroyed: calls may run during static destruction
+  return *s;
+}
+
+}  // namespace
+
+size_t thresholdBytes() {
+  const int64_t v = kHugePageBytes.get();
+  return v <= 0 ? 0 : static_cast<size_t>(v);
+}
+
+void interior(const void* p, size_t bytes, uintptr_t* first, uintptr_t* last) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  const uintptr_t mask = kRegionBytes - 1;
+  *first = *last = 0;
+  if (bytes < kRegionBytes || a > UINTPTR_MAX - bytes) return;
+  const uintptr_t f = (a + mask) & ~mask, l = (a + bytes) & ~mask;
+  if (f < l) *first = f, *last = l;
+}
+
+Counters counters() {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  return s.counters;
+}
+
+void advise(const void* p, size_t bytes) {
+  const size_t threshold = thresholdBytes();
+  if (threshold == 0 || bytes < threshold || !p) return;
+  uintptr_t first = 0, last = 0;
+  interior(p, bytes, &first, &last);
+  if (first == last) return;
+  // Runs of regions not seen before, claimed under the lock so that two threads never ask twice.
+  std::vector<std::pair<uintptr_t, uintptr_t>> runs;
+  State& s = state();
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (s.seen.size() + (last - first) / kRegionBytes > kMaxRegions) s.seen.clear();
+    for (uintptr_t r = first; r < last; r += kRegionBytes) {
+      if (!s.seen.insert(r).second) {
+        ++s.counters.regionsSkipped;
+        continue;
+      }
+      if (!runs.empty() && runs.back().second == r) runs.back().second = r + kRegionBytes;
+      else runs.emplace_back(r, r + kRegionBytes);
+    }
+  }
+  for (const auto& [b, e] : runs) {
+    const int rc = ::madvise(reinterpret_cast<void*>(b), e - b, MADV_COLLAPSE);
+    const int err = rc == 0 ? 0 : errno;
+    const uint64_t n = (e - b) / kRegionBytes;
+    std::lock_guard<std::mutex> lock(s.mu);
+    s.counters.regionsAsked += n;
+    if (rc == 0) {
+      s.counters.regionsCollapsed += n;
+      if (!s.loggedSuccess) {
+        s.loggedSuccess = true;
+        TUTTI_LOG_INFO(Subsys::kInit,
+                       "huge pages: buffer {} ({} bytes) now on 2 MiB pages ({} MiB from {:#x}); "
+                       "TUTTI_HUGE_PAGE_BYTES={} (0 turns this off)",
+                       p, bytes, (e - b) >> 20, b, threshold);
+      }
+    } else if (!s.loggedRefusal) {
+      s.loggedRefusal = true;
+      TUTTI_LOG_INFO(Subsys::kInit,
+                     "huge pages: madvise(MADV_COLLAPSE) of {} MiB at {:#x} in buffer {} refused: "
+                     "{} (errno {}); the buffer stays on small pages",
+                     (e - b) >> 20, b, p, std::strerror(err), err);
+    }
+  }
+}
+
+}  // namespace tutti::hugepages
