@@ -138,11 +138,12 @@ class CommImpl final : public ExecHooks, public hang::Source {
   std::map<PlanKey, std::unique_ptr<Plan>> plans_;
   PlanKey lastKey_{};          // the last plan looked up (repeated calls skip the map walk);
   Plan* lastPlan_ = nullptr;   // reset whenever plans_ changes
-  // The buffers and plan of the last call passed to hugepages::advise (execMu_): a repeated call
-  // skips it.
+  // The buffers and plan of the last call passed to hugepages::advise, and how many calls in a
+  // row used them (execMu_): a repeated call skips it after the second.
   const void* hugeSend_ = nullptr;
   const void* hugeRecv_ = nullptr;
   const Plan* hugePlan_ = nullptr;
+  int hugeUses_ = 0;
   std::vector<std::byte> scratchPool_;  // shared by all plans (one executes at a time)
 
   // Selection (core/selection.cc): the job's topology as a link model, the hierarchy groups

@@ -355,10 +355,17 @@ void CommImpl::adviseHugePages(const CallArgs& a, const Plan& plan) {
   // No buffer of the call is larger than count * element * nranks bytes.
   if (threshold == 0 || a.count * plan.elemBytes * static_cast<size_t>(nranks_) < threshold)
     return;
-  if (a.send == hugeSend_ && a.recv == hugeRecv_ && &plan == hugePlan_) return;
-  hugeSend_ = a.send;
-  hugeRecv_ = a.recv;
-  hugePlan_ = &plan;
+  // A call repeating the previous one records its use only until the buffers' second use,
+  // where hugepages::advise asks for them; later repeats skip even the lookup.
+  if (a.send == hugeSend_ && a.recv == hugeRecv_ && &plan == hugePlan_) {
+    if (hugeUses_ >= 2) return;
+    ++hugeUses_;
+  } else {
+    hugeSend_ = a.send;
+    hugeRecv_ = a.recv;
+    hugePlan_ = &plan;
+    hugeUses_ = 1;
+  }
   const algo::CollShape s{a.coll, rank_, nranks_, a.count, a.dtype, a.op, a.root, false};
   const bool p2p = a.coll == Coll::kSendRecv;
   if (!p2p || a.sendPeer >= 0)

@@ -1,6 +1,6 @@
 // File: core/huge_pages.cc
-// See huge_pages.h. One process-wide set of the 2 MiB regions already asked for; madvise runs
-// outside its lock.
+// See huge_pages.h. One process-wide map of the 2 MiB regions seen (used once, or asked for);
+// madvise runs outside its lock.
 #include "core/huge_pages.h"
 
 #include <sys/mman.h>
@@ -9,7 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <mutex>
-#include <unordered_set>
+#include <unordered_map>
 #include <vector>
 
 #include "core/env.h"
@@ -26,13 +26,16 @@ TUTTI_PARAM_INT(kHugePageBytes, "TUTTI_HUGE_PAGE_BYTES", nullptr, "CORE", 4 << 2
                 "host buffers of at least this many bytes are moved to transparent huge pages "
                 "on first use (madvise MADV_COLLAPSE; contents unchanged); 0: never");
 
-// The set stays small (one entry per 2 MiB of distinct large buffers); past 2^20 entries (2 TiB
+// The map stays small (one entry per 2 MiB of distinct large buffers); past 2^20 entries (2 TiB
 // of buffers seen) it is cleared, which at worst asks the kernel again.
 constexpr size_t kMaxRegions = size_t(1) << 20;
 
+// Uses recorded per region: 1 after the first, kAsked once passed to madvise.
+constexpr uint8_t kAsked = 2;
+
 struct State {
   std::mutex mu;
-  std::unordered_set<uintptr_t> seen;  // region addresses already passed to madvise
+  std::unordered_map<uintptr_t, uint8_t> uses;  // region address -> uses recorded (1 or kAsked)
   Counters counters;
   bool loggedRefusal = false;
   bool loggedSuccess = false;
@@ -71,15 +74,21 @@ void advise(const void* p, size_t bytes) {
   uintptr_t first = 0, last = 0;
   interior(p, bytes, &first, &last);
   if (first == last) return;
-  // Runs of regions not seen before, claimed under the lock so that two threads never ask twice.
+  // Runs of regions on their second use, claimed under the lock so that two threads never ask
+  // twice.
   std::vector<std::pair<uintptr_t, uintptr_t>> runs;
   State& s = state();
   {
     std::lock_guard<std::mutex> lock(s.mu);
-    if (s.seen.size() + (last - first) / kRegionBytes > kMaxRegions) s.seen.clear();
+    if (s.uses.size() + (last - first) / kRegionBytes > kMaxRegions) s.uses.clear();
     for (uintptr_t r = first; r < last; r += kRegionBytes) {
-      if (!s.seen.insert(r).second) {
+      uint8_t& uses = s.uses[r];
+      if (uses == kAsked) {
         ++s.counters.regionsSkipped;
+        continue;
+      }
+      if (++uses < kAsked) {
+        ++s.counters.regionsFirstUse;
         continue;
       }
       if (!runs.empty() && runs.back().second == r) runs.back().second = r + kRegionBytes;

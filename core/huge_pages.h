@@ -2,18 +2,23 @@
 // Large user buffers on transparent huge pages. A collective past the cache touches every 4 KiB
 // page of its input and output once per call, on both sides of each copy (our reduce loops, the
 // kernel's copies for tcp and single-copy shm), and in a virtual machine each TLB miss is a
-// two-level page walk. Backing the same bytes with 2 MiB pages measured 2-rank shm allreduce of
-// 16 MiB 1.94-2.41 -> 1.65-1.67 ms, 4 ranks 6.96 -> 5.24 ms and 2-rank tcp 6.9-7.4 -> 5.1-6.0 ms
-// (docs/PERFORMANCE.md, "Session 10: huge pages").
+// two-level page walk. With the buffers on 2 MiB pages, float32 allreduce over shm measured
+// 2 ranks 16 MiB 1.90-2.43 -> 1.72-1.92 ms, 64 MiB 9.1-10.5 -> 8.1-8.3 ms, 4 ranks 16 MiB
+// 5.9-8.4 -> 5.2-6.4 ms; over tcp no gain was measured (docs/PERFORMANCE.md, "Session 10:
+// huge pages").
 //
-// tutti cannot choose how the caller allocates, so on the first call that uses a buffer of at
+// tutti cannot choose how the caller allocates, so on the second call that uses a buffer of at
 // least TUTTI_HUGE_PAGE_BYTES it asks the kernel to rebuild the 2 MiB-aligned part inside the
 // buffer from huge pages: madvise(MADV_COLLAPSE), Linux 6.1 and later. The kernel copies the
 // pages it replaces, so the contents and the addresses stay as they were; only the physical
 // backing changes. Memory outside [p, p + bytes) is never touched: a 2 MiB region that is not
-// entirely inside the buffer is left alone. Each region is asked for once per process (a
-// region the kernel refused, for example pinned or shared memory, is not asked again), so a
-// repeated call costs a few hash lookups and no system call.
+// entirely inside the buffer is left alone.
+//
+// The collapse is not cheap: 0.4-0.55 GB/s here (16 MiB in 36 ms, 256 MiB in 0.48 s, against
+// 1.8 ms for a 16 MiB allreduce). Hence the second use: a buffer used once (a fresh allocation
+// per call) never pays it; a buffer used again (a benchmark, a training loop) pays it once.
+// Each region is asked for at most once per process (a region the kernel refused, for example
+// pinned or shared memory, is not asked again); later uses cost a hash lookup per region.
 #pragma once
 
 #include <cstddef>
@@ -34,14 +39,16 @@ void interior(const void* p, size_t bytes, uintptr_t* first, uintptr_t* last);
 
 /// What advise() did, summed over the process (for tests and the INFO log).
 struct Counters {
-  uint64_t regionsAsked = 0;      ///< regions passed to madvise(MADV_COLLAPSE)
+  uint64_t regionsFirstUse = 0;   ///< first uses recorded (no system call)
+  uint64_t regionsAsked = 0;      ///< regions passed to madvise(MADV_COLLAPSE), at their second use
   uint64_t regionsCollapsed = 0;  ///< of those, in calls that succeeded
-  uint64_t regionsSkipped = 0;    ///< regions seen before (no system call)
+  uint64_t regionsSkipped = 0;    ///< uses of regions asked for before (no system call)
 };
 Counters counters();
 
-/// Moves the whole 2 MiB regions of host buffer [p, p + bytes) to huge pages, once per region
-/// and process, when bytes >= thresholdBytes(). Never fails and never changes the buffer's
+/// Records a use of the whole 2 MiB regions of host buffer [p, p + bytes) when bytes >=
+/// thresholdBytes(), and moves each region to huge pages at its second recorded use (once per
+/// region and process; the caller records one use per call). Never fails and never changes the buffer's
 /// contents: a refusal by the kernel (EINVAL on kernels before 6.1 or for memory it cannot
 /// collapse, EAGAIN or ENOMEM when no huge page is free, EBUSY for pinned pages) only leaves the
 /// small pages in place; the first refusal is logged at INFO. p must be host memory the caller

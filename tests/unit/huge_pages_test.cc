@@ -1,8 +1,8 @@
 // File: tests/unit/huge_pages_test.cc
-// hugepages::interior picks the whole 2 MiB regions inside a buffer; hugepages::advise asks the
-// kernel once per region, never changes a byte inside or around the buffer, and (on a kernel
-// with MADV_COLLAPSE and free huge pages) leaves the regions on huge pages, read back from
-// /proc/self/smaps.
+// hugepages::interior picks the whole 2 MiB regions inside a buffer; hugepages::advise records
+// a region's first use, asks the kernel at its second and never again, never changes a byte
+// inside or around the buffer, and (on a kernel with MADV_COLLAPSE and free huge pages) leaves
+// the regions on huge pages, read back from /proc/self/smaps.
 #include <sys/mman.h>
 #include <sys/utsname.h>
 
@@ -36,6 +36,14 @@ long anonHugeKb(uintptr_t addr) {
   return -1;
 }
 
+// Whether the kernel gives anonymous memory huge pages without madvise (THP mode "always").
+bool thpAlways() {
+  std::ifstream f("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string mode;
+  std::getline(f, mode);
+  return mode.find("[always]") != std::string::npos;
+}
+
 bool kernelAtLeast(int major, int minor) {
   utsname u{};
   int ma = 0, mi = 0;
@@ -65,7 +73,7 @@ TEST_CASE("interior holds the whole 2 MiB regions inside the buffer, nothing els
   CHECK(f == l);
 }
 
-TEST_CASE("advise asks once per region and keeps every byte", "[huge]") {
+TEST_CASE("advise asks at the second use, once per region, and keeps every byte", "[huge]") {
   REQUIRE(thresholdBytes() == 4u << 20);  // the default (the test runs without the variable)
   // 10 regions of address space; the buffer starts 4 KiB after the second region's start and
   // holds 8 MiB: regions 2..4 (3 whole ones) are inside it, regions 1 and 5 only in part.
@@ -79,12 +87,19 @@ TEST_CASE("advise asks once per region and keeps every byte", "[huge]") {
   const size_t bytes = 4 * kR;
 
   const Counters before = counters();
-  advise(buf, kR);  // below the 4 MiB threshold: not asked
+  advise(buf, kR);  // below the 4 MiB threshold: not even recorded
+  advise(buf, kR);
+  CHECK(counters().regionsFirstUse == before.regionsFirstUse);
   CHECK(counters().regionsAsked == before.regionsAsked);
-  advise(buf, bytes);
+  advise(buf, bytes);  // first use: recorded, not asked
+  const Counters first = counters();
+  CHECK(first.regionsFirstUse - before.regionsFirstUse == 3);
+  CHECK(first.regionsAsked == before.regionsAsked);
+  if (!thpAlways()) CHECK(anonHugeKb(base + 2 * kR) == 0);  // nothing asked, nothing huge yet
+  advise(buf, bytes);  // second use: the 3 whole regions are asked for
   const Counters once = counters();
   CHECK(once.regionsAsked - before.regionsAsked == 3);
-  advise(buf, bytes);  // the same buffer again: looked up, not asked
+  advise(buf, bytes);  // a third use: looked up, not asked
   const Counters twice = counters();
   CHECK(twice.regionsAsked == once.regionsAsked);
   CHECK(twice.regionsSkipped - once.regionsSkipped == 3);
