@@ -7,7 +7,11 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -60,6 +64,26 @@ void interior(const void* p, size_t bytes, uintptr_t* first, uintptr_t* last) {
   if (bytes < kRegionBytes || a > UINTPTR_MAX - bytes) return;
   const uintptr_t f = (a + mask) & ~mask, l = (a + bytes) & ~mask;
   if (f < l) *first = f, *last = l;
+}
+
+long anonHugeKbOfMapping(const void* addr) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(addr);
+  std::ifstream f("/proc/self/smaps");
+  std::string line;
+  bool inside = false;
+  while (std::getline(f, line)) {
+    unsigned long lo = 0, hi = 0;
+    char dash = 0;
+    // A mapping's header line starts with "lo-hi "; its fields are "Name: value kB" lines.
+    std::istringstream in(line);
+    if (in >> std::hex >> lo >> dash >> hi && dash == '-' && in.peek() == ' ') {
+      inside = a >= lo && a < hi;
+      continue;
+    }
+    long kb = 0;
+    if (inside && std::sscanf(line.c_str(), "AnonHugePages: %ld kB", &kb) == 1) return kb;
+  }
+  return -1;
 }
 
 Counters counters() {

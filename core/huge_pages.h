@@ -46,6 +46,11 @@ struct Counters {
 };
 Counters counters();
 
+/// kB of AnonHugePages in the mapping (VMA) that contains addr, read from /proc/self/smaps; -1
+/// when no mapping contains it or the file cannot be read. For tests and diagnostics (it reads
+/// the whole file: milliseconds).
+long anonHugeKbOfMapping(const void* addr);
+
 /// Records a use of the whole 2 MiB regions of host buffer [p, p + bytes) when bytes >=
 /// thresholdBytes(), and moves each region to huge pages at its second recorded use (once per
 /// region and process; the caller records one use per call). Never fails and never changes the buffer's
