@@ -20,7 +20,7 @@
 // Rounds: K + H with H = T + D - 1 (T <= 2 log2 n: staggering; D = depth <= log2 n + 1).
 // Cost: about (K + H)(alpha + 2 S/K beta) + S gamma: a rank sends at most two pieces of S/2K
 // up and two down per round. K = sqrt(H S/2 / A) minimises (K + H)(alpha + S/2K beta) for
-// A = alpha/beta, taken as 32 KiB (host transports); at least S/2 / 512 KiB pieces (cache-sized
+// A = alpha/beta, taken as 32 KiB (host transports); at least S/2 / 256 KiB pieces (cache-sized
 // pieces), at most 1024.
 // Any nranks >= 1, any count >= 0.
 #include <algorithm>
@@ -36,8 +36,12 @@ namespace {
 constexpr double kAlphaBytes = 32 << 10;
 // Pieces are no larger than this (beyond the latency-optimal count): a piece then stays in cache
 // between arriving, being reduced and being passed on, which is what makes the pipelined tree
-// beat ring and Rabenseifner at large sizes on a loaded host (LinkModel::cacheBytes).
-constexpr double kMaxPieceBytes = 512 << 10;
+// beat ring and Rabenseifner at large sizes on a loaded host (LinkModel::cacheBytes). 256 KiB
+// rather than 512 (session 10, 2 ranks, alternating launches in the fast vCPU placement): tcp
+// 16 MiB 4.9 against 6.5-7.5 ms and 64 MiB 20.1-20.4 against 26.5-29.8 ms (the tcp transport
+// reduces through a 256 KiB staging buffer); shm 16 MiB 1.63-1.85 against 1.81-2.19 ms; 64 and
+// 256 MiB unchanged within the noise.
+constexpr double kMaxPieceBytes = 256 << 10;
 constexpr size_t kMaxPieces = 1024;
 
 struct Tree {
