@@ -5,14 +5,13 @@
 
 #include <sys/mman.h>
 
-#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 #include <string>
-#include <mutex>
 #include <unordered_map>
 #include <vector>
 
@@ -28,7 +27,7 @@ namespace {
 
 TUTTI_PARAM_INT(kHugePageBytes, "TUTTI_HUGE_PAGE_BYTES", nullptr, "CORE", 4 << 20,
                 "host buffers of at least this many bytes are moved to transparent huge pages "
-                "on first use (madvise MADV_COLLAPSE; contents unchanged); 0: never");
+                "at their second use (madvise MADV_COLLAPSE; contents unchanged); 0: never");
 
 // The map stays small (one entry per 2 MiB of distinct large buffers); past 2^20 entries (2 TiB
 // of buffers seen) it is cleared, which at worst asks the kernel again.
