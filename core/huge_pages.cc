@@ -18,10 +18,6 @@
 #include "core/env.h"
 #include "core/log.h"
 
-#ifndef MADV_COLLAPSE
-#define MADV_COLLAPSE 25  // Linux 6.1 (include/uapi/asm-generic/mman-common.h)
-#endif
-
 namespace tutti::hugepages {
 namespace {
 
@@ -63,6 +59,13 @@ void interior(const void* p, size_t bytes, uintptr_t* first, uintptr_t* last) {
   if (bytes < kRegionBytes || a > UINTPTR_MAX - bytes) return;
   const uintptr_t f = (a + mask) & ~mask, l = (a + bytes) & ~mask;
   if (f < l) *first = f, *last = l;
+}
+
+bool thpAlways() {
+  std::ifstream f("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string mode;
+  std::getline(f, mode);
+  return mode.find("[always]") != std::string::npos;
 }
 
 long anonHugeKbOfMapping(const void* addr) {
@@ -119,7 +122,7 @@ void advise(const void* p, size_t bytes) {
     }
   }
   for (const auto& [b, e] : runs) {
-    const int rc = ::madvise(reinterpret_cast<void*>(b), e - b, MADV_COLLAPSE);
+    const int rc = ::madvise(reinterpret_cast<void*>(b), e - b, kMadvCollapse);
     const int err = rc == 0 ? 0 : errno;
     const uint64_t n = (e - b) / kRegionBytes;
     std::lock_guard<std::mutex> lock(s.mu);

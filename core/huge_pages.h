@@ -46,6 +46,14 @@ struct Counters {
 };
 Counters counters();
 
+/// madvise() advice MADV_COLLAPSE (Linux 6.1, include/uapi/asm-generic/mman-common.h), spelled
+/// out because older C library headers lack the name.
+inline constexpr int kMadvCollapse = 25;
+
+/// Whether the kernel puts anonymous memory on huge pages without being asked (THP mode
+/// "always" in /sys/kernel/mm/transparent_hugepage/enabled). For tests and diagnostics.
+bool thpAlways();
+
 /// kB of AnonHugePages in the mapping (VMA) that contains addr, read from /proc/self/smaps; -1
 /// when no mapping contains it or the file cannot be read. For tests and diagnostics (it reads
 /// the whole file: milliseconds).
@@ -53,8 +61,8 @@ long anonHugeKbOfMapping(const void* addr);
 
 /// Records a use of the whole 2 MiB regions of host buffer [p, p + bytes) when bytes >=
 /// thresholdBytes(), and moves each region to huge pages at its second recorded use (once per
-/// region and process; the caller records one use per call). Never fails and never changes the buffer's
-/// contents: a refusal by the kernel (EINVAL on kernels before 6.1 or for memory it cannot
+/// region and process; the caller records one use per call). Never fails and never changes the
+/// buffer's contents: a refusal by the kernel (EINVAL on kernels before 6.1 or for memory it cannot
 /// collapse, EAGAIN or ENOMEM when no huge page is free, EBUSY for pinned pages) only leaves the
 /// small pages in place; the first refusal is logged at INFO. p must be host memory the caller
 /// may read (device pointers must not reach here). Thread-safe.

@@ -9,8 +9,6 @@
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <string>
 
 #include "core/huge_pages.h"
 
@@ -18,14 +16,6 @@ namespace tutti::hugepages {
 namespace {
 
 constexpr size_t kR = kRegionBytes;
-
-// Whether the kernel gives anonymous memory huge pages without madvise (THP mode "always").
-bool thpAlways() {
-  std::ifstream f("/sys/kernel/mm/transparent_hugepage/enabled");
-  std::string mode;
-  std::getline(f, mode);
-  return mode.find("[always]") != std::string::npos;
-}
 
 bool kernelAtLeast(int major, int minor) {
   utsname u{};
