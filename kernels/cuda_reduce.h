@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <span>
 
 #include "core/status.h"
@@ -59,5 +60,14 @@ Status divide(void* buf, size_t count, DataType dtype, int divisor, void* stream
 /// dst = src (cudaMemcpyAsync device to device). dst == src is a no-op; partial overlap is an
 /// InvalidArgument.
 Status copy(void* dst, const void* src, size_t count, DataType dtype, void* stream);
+
+/// Enqueues on `stream` a kernel of one thread (ncclDevKernel_ProxyWait) that returns once the
+/// 32-bit word at `flag` is not 0, reading it about every microsecond. `flag` is the device
+/// address of mapped pinned host memory (cudaHostAlloc with cudaHostAllocMapped, then
+/// cudaHostGetDevicePointer), written by a host thread; the stream's later work starts after the
+/// write is seen. It holds the stream (and one SM slot) until then: the host must write the word
+/// eventually, an error included. InvalidArgument for a null flag; UnhandledCudaError when the
+/// launch fails. Works under stream capture (the kernel becomes a graph node).
+Status waitFlag(const volatile uint32_t* flag, void* stream);
 
 }  // namespace tutti::kernels::cuda

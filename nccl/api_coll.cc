@@ -8,6 +8,7 @@
 
 #include "core/arg_check.h"
 #include "core/config.h"
+#include "nccl/device.h"
 #include "nccl/group.h"
 #include "nccl/internal.h"
 
@@ -106,10 +107,7 @@ ncclResult_t enqueue(PendingOp op, ncclDataType_t datatype, ncclRedOp_t redop, n
     const bool needRecv =
         op.kind == PendingOp::Kind::kRecv ||
         (op.kind == PendingOp::Kind::kColl && usesRecv(op.coll, s->rank, op.root));
-    if (Status m = checkHostMemory(needSend ? op.send : nullptr, op.api, "sendbuff"); !m.isOk())
-      return bad(m);
-    if (Status m = checkHostMemory(needRecv ? op.recv : nullptr, op.api, "recvbuff"); !m.isOk())
-      return bad(m);
+    op.device = (needSend && isDeviceMemory(op.send)) || (needRecv && isDeviceMemory(op.recv));
   }
   return submit(comm->state, std::move(op));
 }

@@ -113,26 +113,6 @@ bool cudaDevicePresent() {
 #endif
 }
 
-Status checkHostMemory(const void* p, const char* api, const char* arg) {
-  if (!p || !cudaDevicePresent()) return Status::ok();
-#if TUTTI_HAVE_CUDA
-  cudaPointerAttributes attr{};
-  if (cudaPointerGetAttributes(&attr, p) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return Status::ok();  // unknown to CUDA: plain host memory
-  }
-  if (attr.type == cudaMemoryTypeDevice)
-    return invalidUsage(
-        "{}: {} {} is CUDA device memory (device {}); this tutti release runs "
-        "collectives on host memory only (device memory comes with the GPU path)",
-        api, arg, p, attr.device);
-#else
-  (void)api;
-  (void)arg;
-#endif
-  return Status::ok();
-}
-
 Status syncStream(cudaStream_t stream, const char* api) {
 #if TUTTI_HAVE_CUDA
   if (!stream || !cudaDevicePresent()) return Status::ok();

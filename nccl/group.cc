@@ -17,6 +17,7 @@
 #include "core/env.h"
 #include "core/log.h"
 #include "kernels/reduce.h"
+#include "nccl/device.h"
 
 namespace tutti::nccl {
 
@@ -333,6 +334,11 @@ ncclResult_t submit(const std::shared_ptr<CommState>& comm, PendingOp op) {
     tGroup.ops.emplace_back(comm, std::move(op));
     return ncclSuccess;
   }
+  if (op.device) {  // stream-ordered: enqueued, run by the worker when the stream reaches it
+    std::vector<PendingOp> v;
+    v.push_back(std::move(op));
+    return fail(enqueueDevice(comm, std::move(v)), comm.get());
+  }
   if (!comm->config.blocking) {
     comm->worker.submit([comm, op = std::move(op)]() mutable {
       std::vector<PendingOp> v;
@@ -420,6 +426,20 @@ NCCL_API(ncclResult_t, ncclGroupEnd, void) {
     return fail(
         invalidUsage("ncclGroupEnd: blocking and nonblocking communicators are not "
                      "allowed in the same group"));
+  // A communicator's batch that touches device memory is one staged job on its stream
+  // (nccl/device.h); the others run here as before.
+  Status staged;
+  for (size_t b = 0; b < batches.size();) {
+    auto& batch = batches[b].second;
+    if (std::none_of(batch.begin(), batch.end(), [](const PendingOp& o) { return o.device; })) {
+      ++b;
+      continue;
+    }
+    Status st = enqueueDevice(batches[b].first, std::move(batch));
+    if (!st.isOk() && staged.isOk()) staged = st;
+    batches.erase(batches.begin() + static_cast<std::ptrdiff_t>(b));
+  }
+  if (batches.empty()) return fail(staged);
   const size_t fusion = fusionBytes();
   if (nonblocking) {
     for (auto& [comm, batch] : batches) {
@@ -431,13 +451,15 @@ NCCL_API(ncclResult_t, ncclGroupEnd, void) {
         }
       });
     }
-    return ncclInProgress;
+    return staged.isOk() ? ncclInProgress : fail(staged);
   }
   for (auto& b : batches) b.first->worker.drain();
-  if (batches.size() == 1)
-    return fail(runBatch(*batches[0].first, batches[0].second, fusion), batches[0].first.get());
+  if (batches.size() == 1) {
+    Status s = runBatch(*batches[0].first, batches[0].second, fusion);
+    return fail(staged.isOk() ? s : staged, batches[0].first.get());
+  }
   Status s = runConcurrently(batches, fusion);
-  return fail(s);
+  return fail(staged.isOk() ? s : staged);
 }
 
 NCCL_API(ncclResult_t, ncclGroupSimulateEnd, ncclSimInfo_t* simInfo) {

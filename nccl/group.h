@@ -27,6 +27,8 @@ struct PendingOp {
   int root = 0;
   int peer = -1;  ///< kSend / kRecv
   cudaStream_t stream = nullptr;
+  /// A buffer this rank uses is CUDA device memory: the operation is staged (nccl/device.h).
+  bool device = false;
   const char* api = "";
   /// kTask: communicator management run in order with the operations (init, split, finalize).
   std::function<Status()> task;

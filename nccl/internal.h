@@ -81,6 +81,8 @@ struct PreMulOp {
   std::array<std::byte, 8> scalar{};
 };
 
+class DeviceQueue;  // nccl/device.cc: pinned staging of operations on device memory
+
 /// Everything behind an ncclComm_t. Shared (shared_ptr) so that a worker still finishing an
 /// uninterruptible init after ncclCommAbort keeps it alive.
 struct CommState {
@@ -100,6 +102,9 @@ struct CommState {
   std::vector<PreMulOp> ops;              ///< handle kFirstDynamicOp + i
   std::map<void*, size_t> registrations;  ///< ncclCommRegister handles -> size
   std::vector<std::byte> staging;         ///< fusion / premulsum buffers (one executor at a time)
+  /// Created at the first operation on device memory. Declared before the worker, so that the
+  /// worker (which runs the staged jobs) has stopped when the queue is released.
+  std::shared_ptr<DeviceQueue> device;
 
   Worker worker;
 
@@ -137,10 +142,6 @@ inline constexpr size_t kRetiredHandles = 4096;
 /// Fails when the communicator cannot run operations (aborted, revoked, suspended, not ready).
 Status checkUsable(CommState& s, const char* api);
 
-/// InvalidUsage when p is device memory (this release runs host memory only). Host memory is
-/// anything cudaPointerGetAttributes calls unregistered/host, or everything when no CUDA device
-/// exists.
-Status checkHostMemory(const void* p, const char* api, const char* arg);
 /// Whether a CUDA device is usable (cached after the first call).
 bool cudaDevicePresent();
 /// Waits for prior work on `stream` (no-op for NULL or without CUDA).

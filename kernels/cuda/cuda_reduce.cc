@@ -240,4 +240,11 @@ Status copy(void* dst, const void* src, size_t count, DataType dtype, void* stre
   return e == cudaSuccess ? Status::ok() : cudaFailure(kApi, "cudaMemcpyAsync", e);
 }
 
+Status waitFlag(const volatile uint32_t* flag, void* stream) {
+  constexpr const char* kApi = "kernels::cuda::waitFlag";
+  if (flag == nullptr) return invalidArgument("{}: flag is null", kApi);
+  const int e = detail::launchProxyWait(flag, stream);
+  return e == 0 ? Status::ok() : cudaFailure(kApi, "kernel launch", e);
+}
+
 }  // namespace tutti::kernels::cuda

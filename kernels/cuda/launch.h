@@ -43,4 +43,8 @@ int launchReduceNarrow(DataType dtype, const ReduceLaunch& l);  // reduce_narrow
 int launchDivide(DataType dtype, void* buf, size_t count, int divisor, int blocks, int threads,
                  void* stream);
 
+/// Enqueues on `stream` one thread that returns once the word at `flag` (device-mapped pinned host
+/// memory, cudaHostGetDevicePointer) is not 0 (proxy_wait.cu).
+int launchProxyWait(const volatile unsigned* flag, void* stream);
+
 }  // namespace tutti::kernels::cuda::detail

@@ -1,0 +1,57 @@
+// File: nccl/device.h
+// Operations on CUDA device memory, stream-ordered, staged through pinned host memory.
+//
+// A batch of operations of one communicator that touches device memory (one call outside a
+// group, or one communicator's share of a group) becomes one staged job. On the caller's stream
+// it enqueues, in order:
+//   1. the device-to-host copies of every device input range into pinned staging buffers;
+//   2. a host function that hands the job to the communicator's worker thread (the proxy);
+//   3. ncclDevKernel_ProxyWait, one GPU thread that holds the stream until the proxy has run the
+//      job (kernels/cuda_reduce.h, waitFlag);
+//   4. the host-to-device copies of every device output range back from staging;
+//   5. a host function that returns the staging buffers to the communicator's pool.
+// The call returns at once. The proxy runs the batch with the host engine (every algorithm and
+// transport of the host path, fusion and grouped send/recv included) on the staging buffers,
+// then writes the job's flag (done or failed). Input and output ranges that overlap (the
+// in-place forms, or one operation's output that a later one in the group reads) share one
+// staging buffer, so the host engine sees the same aliasing as the caller's buffers.
+//
+// Streams and ordering: the job runs after the work before it on the stream, and work after it
+// waits for its result. Operations of one group given on several streams join the first one
+// (events), as NCCL does. Jobs run on the proxy in issue order; a job captured in a CUDA graph
+// runs in the order its replays reach the host function. Capture works in every capture mode:
+// the pinned allocations are made with the thread's capture mode relaxed, as NCCL does.
+//
+// Errors: a failed job (a dead peer, a timeout, an abort) writes "failed", so the stream never
+// hangs on it; the error is the communicator's asynchronous error (ncclCommGetAsyncError) and the
+// outputs are undefined. ncclCommAbort fails jobs whose stream has not reached them yet.
+//
+// This is the path for every peer until the cuda_ipc transport and the device-side schedule
+// interpreter land (DESIGN section 8): its bandwidth is bound by the host copies and the host
+// engine (docs/GPU.md gives the numbers).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "nccl/group.h"
+
+namespace tutti::nccl {
+
+/// Whether `p` is CUDA device or managed memory (cudaPointerGetAttributes). False for NULL, for
+/// host memory (registered or not), and always on machines or builds without CUDA.
+bool isDeviceMemory(const void* p);
+
+/// Bytes that `op` reads from its send buffer and writes to its receive buffer on `rank` of
+/// `nranks` (0 for a buffer it does not use there: the receive buffer of a non-root reduce).
+void ioBytes(const PendingOp& op, int rank, int nranks, size_t* inBytes, size_t* outBytes);
+
+/// Enqueues `ops` (one communicator's batch; at least one has `device` set) as one staged job on
+/// the stream of its first device operation, and returns without waiting. The communicator must
+/// be usable. Errors (nothing is left enqueued unless stated): UnhandledCudaError when a CUDA call
+/// fails (an enqueue failure after the copies in leaves the job to fail on the stream);
+/// SystemError when pinned memory cannot be allocated; InvalidUsage without CUDA.
+/// Thread-safe per communicator as NCCL is: one thread issues on a communicator at a time.
+Status enqueueDevice(const std::shared_ptr<CommState>& comm, std::vector<PendingOp> ops);
+
+}  // namespace tutti::nccl
