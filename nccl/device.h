@@ -26,6 +26,9 @@
 // hangs on it; the error is the communicator's asynchronous error (ncclCommGetAsyncError) and the
 // outputs are undefined. ncclCommAbort fails jobs whose stream has not reached them yet.
 //
+// One rank is the exception: its batch of plain collectives on one stream is a device copy per
+// out-of-place call (cudaMemcpyAsync on the stream), with no staging and no proxy.
+//
 // This is the path for every peer until the cuda_ipc transport and the device-side schedule
 // interpreter land (DESIGN section 8): its bandwidth is bound by the host copies and the host
 // engine (docs/GPU.md gives the numbers).

@@ -2,7 +2,9 @@
 // libnccl.so.2 on CUDA device memory (nccl/device.h), through the NCCL API only, on device 0:
 // - every collective x dtype x op (sum, prod, max, min, avg; premulsum for float types), out of
 //   place and in place, and a send/recv ring in a group, with 1..4 ranks as separate processes
-//   sharing the GPU, each result checked on the host against a reference;
+//   sharing the GPU (the shared-GPU path of nccl/device_ipc.h; one rank: device copies), each
+//   result checked on the host against a reference; the same through host staging
+//   (TUTTI_DEVICE_IPC=0); chunks of a small staging; outputs in pinned host memory;
 // - stream semantics: a call returns while its stream is still blocked by earlier work, and the
 //   result is right once the stream has run;
 // - ranks of one process (ncclCommInitAll on one device) in one group, on one stream each;
@@ -315,6 +317,35 @@ void graphReplay(Rank& R) {
   cudaGraphDestroy(graph);
 }
 
+// Outputs in pinned host memory (not device memory) on device inputs: the shared-GPU path builds
+// them in device scratch and copies them out.
+void hostOutputs(Rank& R) {
+  const size_t n = 70000;
+  const int P = R.nranks, me = R.rank;
+  DevBuf a(n * P * 4);
+  void* h = nullptr;
+  EXPECT_CUDA(R, cudaMallocHost(&h, n * P * 4));
+  upload(a.p, ncclFloat32, n, [&](size_t i) { return redValue(me, i); });
+  EXPECT_OK(R, ncclAllReduce(a.p, h, n, ncclFloat32, ncclSum, R.comm, R.stream));
+  EXPECT_CUDA(R, cudaStreamSynchronize(R.stream));
+  for (size_t i = 0; i < n; ++i)
+    if (static_cast<float*>(h)[i] != reduceRef(ncclSum, ncclFloat32, P, i, 1)) {
+      EXPECT(R, false, "allreduce into host memory: element %zu is %g", i,
+             static_cast<float*>(h)[i]);
+      break;
+    }
+  upload(a.p, ncclFloat32, n, [&](size_t i) { return moveValue(me, i); });
+  EXPECT_OK(R, ncclAllGather(a.p, h, n, ncclFloat32, R.comm, R.stream));
+  EXPECT_CUDA(R, cudaStreamSynchronize(R.stream));
+  for (size_t i = 0; i < n * P; ++i)
+    if (static_cast<float*>(h)[i] != moveValue(static_cast<int>(i / n), i % n)) {
+      EXPECT(R, false, "allgather into host memory: element %zu is %g", i,
+             static_cast<float*>(h)[i]);
+      break;
+    }
+  cudaFreeHost(h);
+}
+
 // Forks nranks processes; rank 0 makes the id and pipes it to the others. Each runs body on a
 // communicator over device 0 with its own stream. Returns the number of ranks that failed.
 int forkRanks(int nranks, const std::function<void(Rank&)>& body) {
@@ -326,7 +357,7 @@ int forkRanks(int nranks, const std::function<void(Rank&)>& body) {
   for (int r = 0; r < nranks; ++r) {
     const pid_t pid = fork();
     if (pid == 0) {
-      alarm(240);  // a hang becomes a failure
+      alarm(150);  // a hang becomes a failure
       Rank R;
       R.rank = r;
       R.nranks = nranks;
@@ -364,7 +395,7 @@ int forkRanks(int nranks, const std::function<void(Rank&)>& body) {
 int inChild(const std::function<int()>& body) {
   const pid_t pid = fork();
   if (pid == 0) {
-    alarm(240);
+    alarm(150);
     _exit(body());
   }
   int status = 0;
@@ -390,6 +421,38 @@ TEST_CASE("device memory: every collective x dtype x op, 1 to 4 ranks as process
             collectives(R, ncclFloat32, 3 << 20);  // 12 MiB per rank buffer
           }) == 0);
   }
+}
+
+TEST_CASE("device memory: staged through host memory (TUTTI_DEVICE_IPC=0), 2 and 3 ranks",
+          "[gpu][nccl]") {
+  setenv("TUTTI_DEVICE_IPC", "0", 1);  // read by the forked ranks
+  for (int nranks = 2; nranks <= 3; ++nranks) {
+    INFO("nranks " << nranks);
+    CHECK(forkRanks(nranks, [](Rank& R) {
+            for (ncclDataType_t t : kTypes) collectives(R, t, 4099);
+            collectives(R, ncclFloat32, 3 << 20);
+            hostOutputs(R);
+          }) == 0);
+  }
+  unsetenv("TUTTI_DEVICE_IPC");
+}
+
+TEST_CASE("device memory: outputs in host memory", "[gpu][nccl]") {
+  for (int nranks : {1, 3}) {
+    INFO("nranks " << nranks);
+    CHECK(forkRanks(nranks, hostOutputs) == 0);
+  }
+}
+
+TEST_CASE("device memory: chunks of a small staging (TUTTI_DEVICE_STAGING_BYTES=1M)",
+          "[gpu][nccl]") {
+  setenv("TUTTI_DEVICE_STAGING_BYTES", "1M", 1);
+  CHECK(forkRanks(3, [](Rank& R) {
+          collectives(R, ncclFloat32, (1 << 18) + 5);  // 1 MiB + 20 B per rank: two chunks
+          collectives(R, ncclBfloat16, 3 << 20);
+          hostOutputs(R);
+        }) == 0);
+  unsetenv("TUTTI_DEVICE_STAGING_BYTES");
 }
 
 TEST_CASE("device memory: a call returns before its stream runs it", "[gpu][nccl]") {
