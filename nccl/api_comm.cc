@@ -13,7 +13,6 @@
 #include "core/env.h"
 #include "core/launcher_env.h"
 #include "core/log.h"
-#include "nccl/device_ipc.h"
 #include "nccl/group.h"
 #include "nccl/internal.h"
 
@@ -117,10 +116,6 @@ Status joinComm(CommState& s, const UniqueId& id) {
     return c.status();
   }
   s.comm = std::move(c).value();
-  if (Status d = exchangeDeviceInfo(s); !d.isOk()) {
-    s.recordAsync(d);
-    return d;
-  }
   s.ready.store(true);
   TUTTI_LOG_INFO(Subsys::kInit, "comm {} rank {} nranks {} cudaDev {}{}{} - Init COMPLETE",
                  static_cast<const void*>(&s), s.rank, s.nranks, s.cudaDev,

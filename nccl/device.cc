@@ -12,9 +12,7 @@
 #include <mutex>
 
 #include "core/config.h"
-#include "core/env.h"
 #include "core/log.h"
-#include "nccl/device_ipc.h"
 
 #if TUTTI_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -101,44 +99,8 @@ bool isDeviceMemory(const void* p) {
 
 namespace {
 
-TUTTI_PARAM_INT(kWaitKernel, "TUTTI_DEVICE_WAIT_KERNEL", nullptr, "NCCL", 0,
-                "1: streams wait for the proxy in a polling kernel (ncclDevKernel_ProxyWait) "
-                "instead of a stream memory operation (cuStreamWaitValue32)");
-
 constexpr uint32_t kPending = 0, kDone = 1, kFailed = 2;
 
-// cuStreamWaitValue32 from the driver (the runtime has no wrapper), or null.
-using WaitValueFn = int (*)(void* stream, unsigned long long addr, unsigned int value,
-                            unsigned int flags);
-WaitValueFn waitValueFn() {
-  static const WaitValueFn fn = [] {
-    void* p = nullptr;
-    cudaDriverEntryPointQueryResult q{};
-    if (cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &p, 12000, cudaEnableDefault,
-                                         &q) != cudaSuccess ||
-        q != cudaDriverEntryPointSuccess) {
-      (void)cudaGetLastError();
-      return static_cast<WaitValueFn>(nullptr);
-    }
-    return reinterpret_cast<WaitValueFn>(p);
-  }();
-  return fn;
-}
-
-// Holds `stream` until the flag at flagDev leaves kPending. A stream memory operation waits in
-// the GPU's front end: it occupies no SM, and other processes' kernels on the same GPU run
-// meanwhile (a polling kernel can keep them off the GPU until it ends). The kernel is the
-// fallback where the driver refuses the operation.
-Status waitOnFlag(uint32_t* flagDev, cudaStream_t stream) {
-  if (kWaitKernel.get() == 0) {
-    if (WaitValueFn fn = waitValueFn()) {
-      constexpr unsigned kGeq = 0;  // CU_STREAM_WAIT_VALUE_GEQ: done (1) or failed (2)
-      if (fn(stream, reinterpret_cast<uintptr_t>(flagDev), kDone, kGeq) == 0) return Status::ok();
-      (void)cudaGetLastError();
-    }
-  }
-  return kernels::cuda::waitFlag(flagDev, stream);
-}
 // Staging blocks are powers of two from 64 KiB, so that a pool serves calls of varying sizes.
 constexpr size_t kMinBlock = 64 << 10;
 // Flags: one 64-byte line each, carved from 64 KiB of mapped pinned memory at a time.
@@ -179,7 +141,6 @@ struct Block {
 // replayed at any time).
 struct Job {
   DeviceQueue* queue = nullptr;
-  bool ipc = false;  // the shared-GPU path (device_ipc.h): no host staging
   CommState* comm = nullptr;  // for replays: a communicator outlives the graphs that use it
   std::vector<PendingOp> ops;
   std::vector<Block> blocks;
@@ -197,7 +158,7 @@ void setFlag(Job& j, uint32_t v) {
 // Runs the batch on the host engine and releases the stream. The job may be freed as soon as
 // the flag is written: nothing of it is touched afterwards.
 void runJob(CommState& comm, Job& j) {
-  Status st = j.ipc ? runIpcBatch(comm, j.ops) : runBatch(comm, j.ops, fusionBytes());
+  Status st = runBatch(comm, j.ops, fusionBytes());
   if (!st.isOk()) {
     fail(st, &comm);
     comm.recordAsync(st);
@@ -440,12 +401,9 @@ Status enqueueDevice(const std::shared_ptr<CommState>& comm, std::vector<Pending
         std::find(others.begin(), others.end(), op.stream) == others.end())
       others.push_back(op.stream);
 
-  // Device ranges read and written, and the staging that mirrors them (none on the shared-GPU
-  // path, whose worker reads and writes the device buffers itself).
-  const bool ipc = ipcEligible(s, ops);
+  // Device ranges read and written, and the staging that mirrors them.
   std::vector<Span> all, ins, outs;
   for (const PendingOp& op : ops) {
-    if (ipc) break;
     size_t in = 0, out = 0;
     ioBytes(op, s.rank, s.nranks, &in, &out);
     const auto send = reinterpret_cast<uintptr_t>(op.send);
@@ -465,7 +423,6 @@ Status enqueueDevice(const std::shared_ptr<CommState>& comm, std::vector<Pending
 
   DeviceQueue& q = queueOf(s);
   auto* job = new Job;
-  job->ipc = ipc;
   job->queue = &q;
   job->comm = &s;
   for (const Span& sp : all) {
@@ -562,7 +519,7 @@ Status enqueueDevice(const std::shared_ptr<CommState>& comm, std::vector<Pending
       }
     });
   }
-  Status st = waitOnFlag(job->flagDev, stream);
+  Status st = kernels::cuda::waitFlag(job->flagDev, stream);
   for (const Span& sp : outs) {
     if (!st.isOk()) break;
     const cudaError_t e =

@@ -82,7 +82,6 @@ struct PreMulOp {
 };
 
 class DeviceQueue;  // nccl/device.cc: pinned staging of operations on device memory
-class DeviceIpc;    // nccl/device_ipc.cc: device staging shared by ranks of one GPU
 
 /// Everything behind an ncclComm_t. Shared (shared_ptr) so that a worker still finishing an
 /// uninterruptible init after ncclCommAbort keeps it alive.
@@ -106,11 +105,6 @@ struct CommState {
   /// Created at the first operation on device memory. Declared before the worker, so that the
   /// worker (which runs the staged jobs) has stopped when the queue is released.
   std::shared_ptr<DeviceQueue> device;
-  /// Every rank uses the same GPU (exchangeDeviceInfo at init), and each rank's process id.
-  bool deviceLocal = false;
-  std::vector<int32_t> devicePids;
-  /// The shared-GPU path's staging (nccl/device_ipc.h); created by the worker at first use.
-  std::shared_ptr<DeviceIpc> ipc;
 
   Worker worker;
 

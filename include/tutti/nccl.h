@@ -15,8 +15,12 @@
  *  - counts are ELEMENTS of `datatype`, never bytes; "per rank" where a collective says so;
  *  - a count of 0 is a valid no-op and null buffers are then accepted;
  *  - buffers may be host memory (any stream; with a null stream the call completes before it
- *    returns, or at the outermost ncclGroupEnd inside a group). Device memory returns
- *    ncclInvalidUsage in this release;
+ *    returns, or at the outermost ncclGroupEnd inside a group) or CUDA device memory (the call
+ *    is enqueued on `stream` and returns at once; completion follows stream order; calls may be
+ *    captured in a CUDA graph). With one rank a device call is a device copy; with several it
+ *    is staged through pinned host memory and run by the communicator's worker thread, and its
+ *    errors (a dead peer, a timeout, an abort) surface through ncclCommGetAsyncError, with the
+ *    outputs undefined (docs/GPU.md);
  *  - errors: ncclInvalidArgument for a bad argument (the call had no effect; the message,
  *    naming the argument and its value, is in ncclGetLastError), ncclInvalidUsage for a call
  *    that is wrong in the current state or not implemented, ncclRemoteError when a peer died,
@@ -356,8 +360,8 @@ ncclResult_t pncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm);
  *   Gather         send count; recv nranks*count (root only)
  *   Scatter        send nranks*count (root only); recv count
  * Errors: ncclInvalidArgument (bad datatype/op/root, NULL buffer with count > 0, a forbidden
- * overlap, comm NULL), ncclInvalidUsage (device memory, a communicator that failed or was
- * revoked), ncclRemoteError (peer died or timed out). Inside a group, communication errors are
+ * overlap, comm NULL), ncclInvalidUsage (a communicator that failed or was revoked),
+ * ncclUnhandledCudaError (a CUDA call failed while enqueuing on a device buffer), ncclRemoteError (peer died or timed out). Inside a group, communication errors are
  * returned by ncclGroupEnd. */
 ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count,
                         ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm,

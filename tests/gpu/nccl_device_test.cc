@@ -2,9 +2,9 @@
 // libnccl.so.2 on CUDA device memory (nccl/device.h), through the NCCL API only, on device 0:
 // - every collective x dtype x op (sum, prod, max, min, avg; premulsum for float types), out of
 //   place and in place, and a send/recv ring in a group, with 1..4 ranks as separate processes
-//   sharing the GPU (the shared-GPU path of nccl/device_ipc.h; one rank: device copies), each
-//   result checked on the host against a reference; the same through host staging
-//   (TUTTI_DEVICE_IPC=0); chunks of a small staging; outputs in pinned host memory;
+//   sharing the GPU (staged through host memory; one rank: device copies), each result checked
+//   on the host against a reference;
+// - outputs in pinned host memory (device inputs), 1 and 3 ranks;
 // - stream semantics: a call returns while its stream is still blocked by earlier work, and the
 //   result is right once the stream has run;
 // - ranks of one process (ncclCommInitAll on one device) in one group, on one stream each;
@@ -317,8 +317,8 @@ void graphReplay(Rank& R) {
   cudaGraphDestroy(graph);
 }
 
-// Outputs in pinned host memory (not device memory) on device inputs: the shared-GPU path builds
-// them in device scratch and copies them out.
+// Outputs in pinned host memory (not device memory) on device inputs: the staged path writes
+// them from the host, with no copy back.
 void hostOutputs(Rank& R) {
   const size_t n = 70000;
   const int P = R.nranks, me = R.rank;
@@ -423,36 +423,11 @@ TEST_CASE("device memory: every collective x dtype x op, 1 to 4 ranks as process
   }
 }
 
-TEST_CASE("device memory: staged through host memory (TUTTI_DEVICE_IPC=0), 2 and 3 ranks",
-          "[gpu][nccl]") {
-  setenv("TUTTI_DEVICE_IPC", "0", 1);  // read by the forked ranks
-  for (int nranks = 2; nranks <= 3; ++nranks) {
-    INFO("nranks " << nranks);
-    CHECK(forkRanks(nranks, [](Rank& R) {
-            for (ncclDataType_t t : kTypes) collectives(R, t, 4099);
-            collectives(R, ncclFloat32, 3 << 20);
-            hostOutputs(R);
-          }) == 0);
-  }
-  unsetenv("TUTTI_DEVICE_IPC");
-}
-
 TEST_CASE("device memory: outputs in host memory", "[gpu][nccl]") {
   for (int nranks : {1, 3}) {
     INFO("nranks " << nranks);
     CHECK(forkRanks(nranks, hostOutputs) == 0);
   }
-}
-
-TEST_CASE("device memory: chunks of a small staging (TUTTI_DEVICE_STAGING_BYTES=1M)",
-          "[gpu][nccl]") {
-  setenv("TUTTI_DEVICE_STAGING_BYTES", "1M", 1);
-  CHECK(forkRanks(3, [](Rank& R) {
-          collectives(R, ncclFloat32, (1 << 18) + 5);  // 1 MiB + 20 B per rank: two chunks
-          collectives(R, ncclBfloat16, 3 << 20);
-          hostOutputs(R);
-        }) == 0);
-  unsetenv("TUTTI_DEVICE_STAGING_BYTES");
 }
 
 TEST_CASE("device memory: a call returns before its stream runs it", "[gpu][nccl]") {
