@@ -22,61 +22,6 @@
 
 namespace tutti::nccl {
 
-void ioBytes(const PendingOp& op, int rank, int nranks, size_t* inBytes, size_t* outBytes) {
-  const size_t n = op.count, p = static_cast<size_t>(nranks);
-  const bool root = rank == op.root;
-  size_t in = 0, out = 0;
-  switch (op.kind) {
-    case PendingOp::Kind::kSend:
-      in = n;
-      break;
-    case PendingOp::Kind::kRecv:
-      out = n;
-      break;
-    case PendingOp::Kind::kTask:
-      break;
-    case PendingOp::Kind::kColl:
-      switch (op.coll) {
-        case Coll::kAllReduce:
-          in = out = n;
-          break;
-        case Coll::kReduce:
-          in = n;
-          out = root ? n : 0;
-          break;
-        case Coll::kReduceScatter:
-          in = n * p;
-          out = n;
-          break;
-        case Coll::kAllGather:
-          in = n;
-          out = n * p;
-          break;
-        case Coll::kBroadcast:
-          in = root ? n : 0;
-          out = n;
-          break;
-        case Coll::kAllToAll:
-          in = out = n * p;
-          break;
-        case Coll::kGather:
-          in = n;
-          out = root ? n * p : 0;
-          break;
-        case Coll::kScatter:
-          in = root ? n * p : 0;
-          out = n;
-          break;
-        default:
-          break;
-      }
-      break;
-  }
-  const size_t elem = dataTypeBytes(op.dtype);
-  *inBytes = in * elem;
-  *outBytes = out * elem;
-}
-
 #if !TUTTI_HAVE_CUDA
 
 bool isDeviceMemory(const void*) { return false; }
@@ -325,24 +270,6 @@ DeviceQueue& queueOf(CommState& s) {
   return *s.device;
 }
 
-struct Span {
-  uintptr_t begin, end;
-};
-
-// Sorted, overlapping spans merged. Spans that only touch stay apart: they may lie in two
-// allocations, and one cudaMemcpyAsync cannot cross from one allocation into the next.
-std::vector<Span> merged(std::vector<Span> v) {
-  std::sort(v.begin(), v.end(), [](const Span& a, const Span& b) { return a.begin < b.begin; });
-  std::vector<Span> out;
-  for (const Span& s : v) {
-    if (!out.empty() && s.begin < out.back().end)
-      out.back().end = std::max(out.back().end, s.end);
-    else
-      out.push_back(s);
-  }
-  return out;
-}
-
 // One rank: every collective's output is its input (avg divides by 1), so a batch of plain
 // collectives on one stream is a device copy per out-of-place call, in issue order, and sends to
 // self are copies into the matching receives. False (nothing enqueued): the batch needs the
@@ -417,9 +344,9 @@ Status enqueueDevice(const std::shared_ptr<CommState>& comm, std::vector<Pending
       all.push_back(outs.back());
     }
   }
-  all = merged(std::move(all));
-  ins = merged(std::move(ins));
-  outs = merged(std::move(outs));
+  all = mergeSpans(std::move(all));
+  ins = mergeSpans(std::move(ins));
+  outs = mergeSpans(std::move(outs));
 
   DeviceQueue& q = queueOf(s);
   auto* job = new Job;

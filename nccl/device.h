@@ -38,16 +38,13 @@
 #include <vector>
 
 #include "nccl/group.h"
+#include "nccl/staging_ranges.h"
 
 namespace tutti::nccl {
 
 /// Whether `p` is CUDA device or managed memory (cudaPointerGetAttributes). False for NULL, for
 /// host memory (registered or not), and always on machines or builds without CUDA.
 bool isDeviceMemory(const void* p);
-
-/// Bytes that `op` reads from its send buffer and writes to its receive buffer on `rank` of
-/// `nranks` (0 for a buffer it does not use there: the receive buffer of a non-root reduce).
-void ioBytes(const PendingOp& op, int rank, int nranks, size_t* inBytes, size_t* outBytes);
 
 /// Enqueues `ops` (one communicator's batch; at least one has `device` set) as one staged job on
 /// the stream of its first device operation, and returns without waiting. The communicator must
