@@ -25,13 +25,6 @@ ncclResult_t failArg(const Status& s, CommState* comm = nullptr) {
   return r;
 }
 
-// Which buffers a call reads/writes on this rank (NCCL: recvbuff of a non-root Reduce is unused).
-bool usesSend(Coll c, int rank, int root) {
-  return !((c == Coll::kBroadcast || c == Coll::kScatter) && rank != root);
-}
-bool usesRecv(Coll c, int rank, int root) {
-  return !((c == Coll::kReduce || c == Coll::kGather) && rank != root);
-}
 bool hasReduction(Coll c) {
   return c == Coll::kAllReduce || c == Coll::kReduce || c == Coll::kReduceScatter;
 }
@@ -100,15 +93,11 @@ ncclResult_t enqueue(PendingOp op, ncclDataType_t datatype, ncclRedOp_t redop, n
                                  op.kind == PendingOp::Kind::kSend ? "sendbuff" : "recvbuff",
                                  op.count, s->rank));
   }
-  if (op.count > 0) {
-    const bool needSend =
-        op.kind == PendingOp::Kind::kSend ||
-        (op.kind == PendingOp::Kind::kColl && usesSend(op.coll, s->rank, op.root));
-    const bool needRecv =
-        op.kind == PendingOp::Kind::kRecv ||
-        (op.kind == PendingOp::Kind::kColl && usesRecv(op.coll, s->rank, op.root));
-    op.device = (needSend && isDeviceMemory(op.send)) || (needRecv && isDeviceMemory(op.recv));
-  }
+  // Memory kind of the buffers this rank uses (ioBytes: recvbuff of a non-root reduce is not).
+  size_t inBytes = 0, outBytes = 0;
+  ioBytes(op, s->rank, s->nranks, &inBytes, &outBytes);
+  op.sendDevice = inBytes > 0 && isDeviceMemory(op.send);
+  op.recvDevice = outBytes > 0 && isDeviceMemory(op.recv);
   return submit(comm->state, std::move(op));
 }
 

@@ -311,18 +311,13 @@ bool enqueueSingleRank(CommState& s, const std::vector<PendingOp>& ops, Status* 
 Status enqueueDevice(const std::shared_ptr<CommState>& comm, std::vector<PendingOp> ops) {
   CommState& s = *comm;
   if (Status st; enqueueSingleRank(s, ops, &st)) return st;
-  const char* api = ops.front().api;
-  cudaStream_t stream = nullptr;
+  // The job runs on the stream of the first device operation (tasks have none); the batch's
+  // other streams join it.
+  const auto lead =
+      std::find_if(ops.begin(), ops.end(), [](const PendingOp& o) { return o.device(); });
+  const char* api = lead->api;
+  const cudaStream_t stream = lead->stream;
   std::vector<cudaStream_t> others;
-  bool first = true;
-  for (const PendingOp& op : ops) {
-    if (op.kind == PendingOp::Kind::kTask) continue;
-    if (first && op.device) {
-      stream = op.stream;
-      api = op.api;
-      first = false;
-    }
-  }
   for (const PendingOp& op : ops)
     if (op.kind != PendingOp::Kind::kTask && op.stream != stream &&
         std::find(others.begin(), others.end(), op.stream) == others.end())
@@ -331,15 +326,16 @@ Status enqueueDevice(const std::shared_ptr<CommState>& comm, std::vector<Pending
   // Device ranges read and written, and the staging that mirrors them.
   std::vector<Span> all, ins, outs;
   for (const PendingOp& op : ops) {
+    if (!op.device()) continue;
     size_t in = 0, out = 0;
     ioBytes(op, s.rank, s.nranks, &in, &out);
     const auto send = reinterpret_cast<uintptr_t>(op.send);
     const auto recv = reinterpret_cast<uintptr_t>(op.recv);
-    if (in > 0 && isDeviceMemory(op.send)) {
+    if (op.sendDevice) {
       ins.push_back({send, send + in});
       all.push_back(ins.back());
     }
-    if (out > 0 && isDeviceMemory(op.recv)) {
+    if (op.recvDevice) {
       outs.push_back({recv, recv + out});
       all.push_back(outs.back());
     }
@@ -372,12 +368,8 @@ Status enqueueDevice(const std::shared_ptr<CommState>& comm, std::vector<Pending
     return nullptr;
   };
   for (PendingOp& op : ops) {
-    size_t in = 0, out = 0;
-    ioBytes(op, s.rank, s.nranks, &in, &out);
-    if (in > 0)
-      if (std::byte* h = host(reinterpret_cast<uintptr_t>(op.send))) op.send = h;
-    if (out > 0)
-      if (std::byte* h = host(reinterpret_cast<uintptr_t>(op.recv))) op.recv = h;
+    if (op.sendDevice) op.send = host(reinterpret_cast<uintptr_t>(op.send));
+    if (op.recvDevice) op.recv = host(reinterpret_cast<uintptr_t>(op.recv));
     op.stream = nullptr;  // the proxy must not wait on the stream that waits on it
   }
   job->ops = std::move(ops);

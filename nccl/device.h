@@ -46,7 +46,7 @@ namespace tutti::nccl {
 /// host memory (registered or not), and always on machines or builds without CUDA.
 bool isDeviceMemory(const void* p);
 
-/// Enqueues `ops` (one communicator's batch; at least one has `device` set) as one staged job on
+/// Enqueues `ops` (one communicator's batch; at least one has device() true) as one staged job on
 /// the stream of its first device operation, and returns without waiting. The communicator must
 /// be usable. Errors (nothing is left enqueued unless stated): UnhandledCudaError when a CUDA call
 /// fails (an enqueue failure after the copies in leaves the job to fail on the stream);

@@ -334,7 +334,7 @@ ncclResult_t submit(const std::shared_ptr<CommState>& comm, PendingOp op) {
     tGroup.ops.emplace_back(comm, std::move(op));
     return ncclSuccess;
   }
-  if (op.device) {  // stream-ordered: enqueued, run by the worker when the stream reaches it
+  if (op.device()) {  // stream-ordered: enqueued, run by the worker when the stream reaches it
     std::vector<PendingOp> v;
     v.push_back(std::move(op));
     return fail(enqueueDevice(comm, std::move(v)), comm.get());
@@ -431,7 +431,7 @@ NCCL_API(ncclResult_t, ncclGroupEnd, void) {
   Status staged;
   for (size_t b = 0; b < batches.size();) {
     auto& batch = batches[b].second;
-    if (std::none_of(batch.begin(), batch.end(), [](const PendingOp& o) { return o.device; })) {
+    if (std::none_of(batch.begin(), batch.end(), [](const PendingOp& o) { return o.device(); })) {
       ++b;
       continue;
     }

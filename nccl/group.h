@@ -27,8 +27,10 @@ struct PendingOp {
   int root = 0;
   int peer = -1;  ///< kSend / kRecv
   cudaStream_t stream = nullptr;
-  /// A buffer this rank uses is CUDA device memory: the operation is staged (nccl/device.h).
-  bool device = false;
+  /// The send / receive buffer this rank uses is CUDA device memory (found once, at the call).
+  bool sendDevice = false, recvDevice = false;
+  /// Staged on its stream (nccl/device.h) rather than run on the host path.
+  bool device() const { return sendDevice || recvDevice; }
   const char* api = "";
   /// kTask: communicator management run in order with the operations (init, split, finalize).
   std::function<Status()> task;
