@@ -25,6 +25,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -44,22 +45,49 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+// The shared cache lines of one measurement, on a page of their own, and a start line: every
+// measurement times its loop only once both threads are pinned and spinning. (Until 2026-11-25
+// they were not: the helper thread inherited the main thread's pinning to CPU A, so it could not
+// start, and pin itself to CPU B, until the scheduler preempted the main thread, which was
+// already spinning on CPU A inside the timed loop. That wait, about 3-4 ms, was counted in the
+// loop: exchange_ns read 150-200 ns where the exchange takes 46-56, and round_trip_ns 150-330
+// where it takes about 100, in the fast placement. docs/PERFORMANCE.md, "Session 12".)
+struct alignas(4096) Shared {
+  struct alignas(128) Line {
+    std::atomic<uint64_t> seq{0};
+    uint64_t value = 0;
+  };
+  Line ping;          // round trips: both directions through this one line
+  Line lines[2][2];   // exchanges: [side][parity]
+  Line start;         // each thread adds 1 once pinned; the loops start at 2
+  Line turn;          // handoffs: 1 = data ready for the reader, 0 = buffer free
+
+  // Pins the calling thread to `cpu`, then waits until the other thread has done the same.
+  void ready(int cpu) {
+    pin(cpu);
+    start.seq.fetch_add(1, std::memory_order_acq_rel);
+    while (start.seq.load(std::memory_order_acquire) < 2) {
+    }
+  }
+};
+
 // Seconds for `iters` round trips of one cache line between cpuA (this thread) and cpuB.
-double roundTrips(int cpuA, int cpuB, int iters) {
-  alignas(64) std::atomic<int> line{0};
-  std::thread peer([&] {
-    pin(cpuB);
-    for (int i = 0; i < iters; ++i) {
-      while (line.load(std::memory_order_acquire) != 2 * i + 1) {
+double roundTrips(int cpuA, int cpuB, uint64_t iters) {
+  auto shared = std::make_unique<Shared>();
+  Shared::Line* line = &shared->ping;
+  std::thread peer([sh = shared.get(), line, cpuB, iters] {
+    sh->ready(cpuB);
+    for (uint64_t i = 0; i < iters; ++i) {
+      while (line->seq.load(std::memory_order_acquire) != 2 * i + 1) {
       }
-      line.store(2 * i + 2, std::memory_order_release);
+      line->seq.store(2 * i + 2, std::memory_order_release);
     }
   });
-  pin(cpuA);
+  shared->ready(cpuA);
   const auto t0 = Clock::now();
-  for (int i = 0; i < iters; ++i) {
-    line.store(2 * i + 1, std::memory_order_release);
-    while (line.load(std::memory_order_acquire) != 2 * i + 2) {
+  for (uint64_t i = 0; i < iters; ++i) {
+    line->seq.store(2 * i + 1, std::memory_order_release);
+    while (line->seq.load(std::memory_order_acquire) != 2 * i + 2) {
     }
   }
   const double s = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -67,38 +95,41 @@ double roundTrips(int cpuA, int cpuB, int iters) {
   return s;
 }
 
+// One side of the exchange: stores {seq, value} into its own line of this parity, waits for the
+// other side's line of that seq, then adds the value. Returns the sum of the values it read.
+uint64_t exchangeSide(Shared* shared, int me, uint64_t iters) {
+  uint64_t acc = 0;
+  for (uint64_t i = 1; i <= iters; ++i) {
+    Shared::Line& mine = shared->lines[me][i & 1];
+    Shared::Line& theirs = shared->lines[1 - me][i & 1];
+    mine.value = i * static_cast<uint64_t>(me + 1);
+    mine.seq.store(i, std::memory_order_release);
+    while (theirs.seq.load(std::memory_order_acquire) != i) {
+    }
+    acc += theirs.value;
+  }
+  return acc;
+}
+
 // Seconds for `iters` symmetric exchanges: each side stores {seq, value} into a cache line of its
 // own and waits for the other side's line of that seq, then adds the value: a 2-rank allreduce of
 // one 8-byte word with nothing else around it. Each side owns two lines used by parity, so a
 // line is rewritten (seq i + 2) only after the peer has published i + 1, which it does after
 // reading seq i: no value is overwritten before it is read.
-double exchanges(int cpuA, int cpuB, int iters) {
-  struct alignas(64) Line {
-    std::atomic<uint64_t> seq{0};
-    uint64_t value = 0;
-  };
-  Line lines[2][2];  // [side][parity]
-  auto side = [&](int me, int cpu, uint64_t* sum) {
-    pin(cpu);
-    uint64_t acc = 0;
-    for (uint64_t i = 1; i <= uint64_t(iters); ++i) {
-      Line& mine = lines[me][i & 1];
-      Line& theirs = lines[1 - me][i & 1];
-      mine.value = i * (me + 1);
-      mine.seq.store(i, std::memory_order_release);
-      while (theirs.seq.load(std::memory_order_acquire) != i) {
-      }
-      acc += theirs.value;
-    }
-    *sum = acc;
-  };
-  uint64_t sumA = 0, sumB = 0;
-  std::thread peer([&] { side(1, cpuB, &sumB); });
+double exchanges(int cpuA, int cpuB, uint64_t iters) {
+  auto shared = std::make_unique<Shared>();
+  Shared* sh = shared.get();
+  uint64_t sumB = 0;
+  std::thread peer([sh, cpuB, iters, &sumB] {
+    sh->ready(cpuB);
+    sumB = exchangeSide(sh, 1, iters);
+  });
+  sh->ready(cpuA);
   const auto t0 = Clock::now();
-  side(0, cpuA, &sumA);
+  const uint64_t sumA = exchangeSide(sh, 0, iters);
   const double s = std::chrono::duration<double>(Clock::now() - t0).count();
   peer.join();
-  const uint64_t n = uint64_t(iters), tri = n * (n + 1) / 2;
+  const uint64_t tri = iters * (iters + 1) / 2;
   if (sumA != 2 * tri || sumB != tri) {  // each side must have read every one of the peer's values
     std::fprintf(stderr, "tutti-xcore-probe: exchange read a wrong value\n");
     std::exit(1);
@@ -108,24 +139,26 @@ double exchanges(int cpuA, int cpuB, int iters) {
 
 // Seconds for `iters` handoffs of `bytes` from cpuA to cpuB through one shared buffer.
 double handoffs(int cpuA, int cpuB, size_t bytes, int iters) {
-  std::vector<char> src(bytes, 1), shared(bytes, 0), dst(bytes, 0);
-  alignas(64) std::atomic<int> turn{0};
-  std::thread reader([&] {
-    pin(cpuB);
+  std::vector<char> src(bytes, 1), buffer(bytes, 0), dst(bytes, 0);
+  auto shared = std::make_unique<Shared>();
+  Shared* sh = shared.get();
+  std::atomic<uint64_t>& turn = sh->turn.seq;
+  std::thread reader([sh, &turn, &buffer, &dst, cpuB, bytes, iters] {
+    sh->ready(cpuB);
     for (int i = 0; i < iters; ++i) {
       while (turn.load(std::memory_order_acquire) != 1) {
       }
-      std::memcpy(dst.data(), shared.data(), bytes);
+      std::memcpy(dst.data(), buffer.data(), bytes);
       turn.store(0, std::memory_order_release);
     }
   });
-  pin(cpuA);
+  sh->ready(cpuA);
   const auto t0 = Clock::now();
   for (int i = 0; i < iters; ++i) {
     while (turn.load(std::memory_order_acquire) != 0) {
     }
-    std::memcpy(shared.data(), src.data(), bytes);
-    src[i % bytes] = static_cast<char>(i);  // keep the copies from being hoisted
+    std::memcpy(buffer.data(), src.data(), bytes);
+    src[static_cast<size_t>(i) % bytes] = static_cast<char>(i);  // keep the copies from being hoisted
     turn.store(1, std::memory_order_release);
   }
   while (turn.load(std::memory_order_acquire) != 0) {
