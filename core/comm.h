@@ -119,6 +119,14 @@ class CommImpl final : public ExecHooks, public hang::Source {
   /// stats_.now() at the start; t0: steady_clock at the start, read only when tracing.
   Status afterCall(const CallArgs& a, Plan& plan, Status s, bool timed, uint64_t k0,
                    std::chrono::steady_clock::time_point t0);
+  /// The end of a successful call: out of the call, into the statistics (afterCall's first part,
+  /// inline for the hot path).
+  void recordOk(Plan& plan, bool timed, uint64_t k0) {
+    const uint64_t k1 = timed ? stats_.now() : 0;
+    inCall_.store(false, std::memory_order_relaxed);
+    stats_.record(plan.stats, plan.coll, plan.algorithm, plan.callBytes, exec_.bytesMoved, timed,
+                  k1 - k0);
+  }
   void reportQueued(const std::string& prefix);
 
   int rank_ = 0, nranks_ = 1;

@@ -54,13 +54,10 @@ void CommImpl::finishDiagnostics() {
 
 Status CommImpl::afterCall(const CallArgs& a, Plan& plan, Status s, bool timed, uint64_t k0,
                            Clock::time_point t0) {
-  const uint64_t k1 = timed ? stats_.now() : 0;
-  inCall_.store(false, std::memory_order_relaxed);
   if (s.isOk()) {
-    stats_.record(plan.stats, a.coll, plan.algorithm,
-                  messageBytes(a.coll, a.count, a.dtype, nranks_), exec_.bytesMoved, timed,
-                  k1 - k0);
+    recordOk(plan, timed, k0);
   } else {
+    inCall_.store(false, std::memory_order_relaxed);
     if (!notice_ && s.code() == Code::kRemoteError && nranks_ > 2) {
       // The peer that vanished may have left because of an earlier failure elsewhere.
       auto n = std::move(timeoutNotice_);

@@ -40,6 +40,9 @@ struct Plan {
   /// (algo::lastTouchWrites). Empty for calls below the streaming size.
   std::vector<std::vector<uint8_t>> streaming;
   StatsTable::Slot stats;   ///< this shape's statistics row and call timing
+  /// Set by the communicator when it builds the plan, so that a repeated call computes neither:
+  uint64_t callBytes = 0;   ///< messageBytes() of the call (the stats' bytes per call)
+  bool adviseHuge = false;  ///< the call's buffers may reach the huge-page threshold
 };
 
 /// Calls back into the communicator while a call waits (failure notices from other ranks,

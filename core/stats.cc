@@ -17,11 +17,6 @@ bool kernelUsesTsc() {
 #endif
 }
 
-// The single writer's increment: no read-modify-write instruction, readers see whole values.
-void add(std::atomic<uint64_t>& a, uint64_t n) {
-  a.store(a.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
-}
-
 }  // namespace
 
 StatsTable::StatsTable() : t0_(std::chrono::steady_clock::now()) {
@@ -46,22 +41,6 @@ StatsTable::Row* StatsTable::findRow(Coll coll, const std::string& algorithm) {
   r.coll = coll;
   r.algorithm = algorithm;
   return &r;
-}
-
-void StatsTable::record(Slot& slot, Coll coll, const std::string& algorithm, uint64_t bytes,
-                        uint64_t wireBytes, bool timed, uint64_t ticks) {
-  if (!slot.row) slot.row = findRow(coll, algorithm);
-  if (timed) {
-    slot.lastTicks = ticks;
-    slot.untimed = 0;
-  } else {
-    ticks = slot.lastTicks;
-  }
-  Row& r = *slot.row;
-  add(r.calls, 1);
-  add(r.bytes, bytes);
-  add(r.wireBytes, wireBytes);
-  add(r.ticks, ticks);
 }
 
 std::vector<CollStats> StatsTable::snapshot() const {

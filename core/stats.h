@@ -56,8 +56,23 @@ class StatsTable {
   /// Counts one successful call on `slot`: `ticks` (a difference of now() values) when it was
   /// timed, else the slot's last timed duration. Executing thread only; finds the row (under the
   /// mutex) on the slot's first call.
+  /// Inline: it runs once per call (the 2-rank 8-byte allreduce spends its whole duration on the
+  /// critical path, docs/PERFORMANCE.md "Session 12").
   void record(Slot& slot, Coll coll, const std::string& algorithm, uint64_t bytes,
-              uint64_t wireBytes, bool timed, uint64_t ticks);
+              uint64_t wireBytes, bool timed, uint64_t ticks) {
+    if (!slot.row) slot.row = findRow(coll, algorithm);
+    if (timed) {
+      slot.lastTicks = ticks;
+      slot.untimed = 0;
+    } else {
+      ticks = slot.lastTicks;
+    }
+    Row& r = *slot.row;
+    add(r.calls, 1);
+    add(r.bytes, bytes);
+    add(r.wireBytes, wireBytes);
+    add(r.ticks, ticks);
+  }
   /// The rows with calls since the last reset(), ticks converted to seconds by the tick rate
   /// measured against steady_clock since this table was made. Thread-safe; a call that runs
   /// meanwhile may show in some counters of its row and not yet in others.
@@ -68,6 +83,10 @@ class StatsTable {
 
  private:
   static uint64_t steadyNanos();
+  // The single writer's increment: no read-modify-write instruction, readers see whole values.
+  static void add(std::atomic<uint64_t>& a, uint64_t n) {
+    a.store(a.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+  }
   Row* findRow(Coll coll, const std::string& algorithm);
 
   mutable std::mutex mu_;       // guards adding rows and base[]
