@@ -120,6 +120,67 @@ class RoundRunner {
     return Status::ok();
   }
 
+  // A plan marked direct (one round of single-slice messages and local steps; see
+  // markDirect): post the round in step order, as postRound would, then progress its peers in a
+  // tight loop. A wait longer than the spin budget continues in drive(), which yields, sleeps,
+  // and checks abort, timeout and peer liveness. The 2-rank 8-byte allreduce spends the whole
+  // call on its critical path (docs/PERFORMANCE.md, "Session 12").
+  Status runDirect() {
+    const std::vector<int>& peers = plan_.directPeers;
+    for (const algo::Step& st : plan_.schedule.rounds[0]) {
+      if (st.count == 0) continue;
+      const size_t bytes = st.count * plan_.elemBytes;
+      switch (st.op) {
+        case algo::Op::kCopy: {
+          std::byte* d = ptr(st.dst, st.dstOffset);
+          const std::byte* s = ptr(st.src, st.srcOffset);
+          if (d != s) std::memmove(d, s, bytes);
+          break;
+        }
+        case algo::Op::kReduce: {
+          std::byte* d = ptr(st.dst, st.dstOffset);
+          plan_.reduce(d, d, ptr(st.src, st.srcOffset), st.count);
+          break;
+        }
+        case algo::Op::kSend:
+          ctx_.conns[st.peer]->postSend(ptr(st.src, st.srcOffset), bytes);
+          break;
+        default: {  // kRecv, kRecvReduce (markDirect admits no other op)
+          transport::RecvSpec spec;
+          spec.dst = ptr(st.dst, st.dstOffset);
+          spec.bytes = bytes;
+          if (st.op == algo::Op::kRecvReduce) {
+            spec.src = ptr(st.src, st.srcOffset);
+            spec.reduce = plan_.reduce;
+          }
+          spec.elemBytes = plan_.elemBytes;
+          ctx_.conns[st.peer]->postRecv(spec);
+          break;
+        }
+      }
+    }
+    busy_.assign(peers.begin(), peers.end());
+    roundBase_ = wireBytes();
+    int pass = 0;
+    for (;;) {
+      bool done = true;
+      for (int peer : peers) {
+        transport::Connection* c = ctx_.conns[peer];
+        Status s = c->progress();
+        if (!s.isOk()) return wrap(s);
+        if (!c->idle()) done = false;
+      }
+      if (done) break;
+      if (++pass >= ctx_.spinCount) {
+        TUTTI_TRY(drive(pass));
+        break;
+      }
+      cpuRelax();
+    }
+    ctx_.bytesMoved = wireBytes() - roundBase_;
+    return Status::ok();
+  }
+
   // One line of a hang report: the call, its round, the peers it waits for, bytes moved.
   std::string reportLine() const {
     // start_ is the call's first sleep (the hot path reads no clock before it waits).
@@ -386,8 +447,8 @@ class RoundRunner {
   }
 
   // Progresses until every connection of the round is idle and every slice forwarded.
-  Status drive() {
-    int idle = 0;
+  // `idle`: idle passes already spent by the caller (runDirect), counted against the spin budget.
+  Status drive(int idle = 0) {
     uint64_t lastMoved = moved();
     Clock::time_point lastCheck{};  // read the clock only once waiting starts (see sleepWait)
     for (;;) {
@@ -595,12 +656,44 @@ class RoundRunner {
   uint64_t lastPrevSend_ = 0;  // sequence number of the last send posted to prev
 };
 
+
+// Decides Plan::direct (see there) and fills Plan::directPeers.
+void markDirect(Plan& plan) {
+  plan.direct = 0;
+  plan.directPeers.clear();
+  if (plan.schedule.rounds.size() != 1 || !plan.streaming.empty()) return;
+  for (const algo::Step& st : plan.schedule.rounds[0]) {
+    if (st.count * plan.elemBytes > sliceBytes()) return;
+    switch (st.op) {
+      case algo::Op::kCopy:
+      case algo::Op::kReduce:
+        continue;
+      case algo::Op::kSend:
+      case algo::Op::kRecv:
+      case algo::Op::kRecvReduce:
+        break;
+      default:
+        return;  // forwarding steps need the round machinery
+    }
+    if (st.count > 0 &&
+        std::find(plan.directPeers.begin(), plan.directPeers.end(), st.peer) ==
+            plan.directPeers.end())
+      plan.directPeers.push_back(st.peer);
+  }
+  plan.direct = 1;
+}
+
 }  // namespace
 
 Status execute(Plan& plan, const void* input, void* output, std::byte* scratch, ExecContext& ctx,
                uint64_t seq) {
+  if (plan.direct < 0) markDirect(plan);
   RoundRunner runner(plan, input, output, scratch, ctx, seq);
-  TUTTI_TRY(runner.run());
+  // The call check and per-round trace events need the round machinery.
+  if (plan.direct == 1 && !ctx.check && !ctx.roundTimes)
+    TUTTI_TRY(runner.runDirect());
+  else
+    TUTTI_TRY(runner.run());
   if (plan.divide && plan.divideCount > 0) plan.divide(output, plan.divideCount, plan.divisor);
   return Status::ok();
 }

@@ -43,6 +43,11 @@ struct Plan {
   /// Set by the communicator when it builds the plan, so that a repeated call computes neither:
   uint64_t callBytes = 0;   ///< messageBytes() of the call (the stats' bytes per call)
   bool adviseHuge = false;  ///< the call's buffers may reach the huge-page threshold
+  /// Set by execute() on the plan's first run: 1 when the schedule is one round of messages of
+  /// at most one slice and local steps of at most one slice (a small call), which execute() then
+  /// runs directly, without the round machinery; 0 otherwise.
+  int8_t direct = -1;
+  std::vector<int> directPeers;  ///< the distinct peers of that round, in step order
 };
 
 /// Calls back into the communicator while a call waits (failure notices from other ranks,
