@@ -2,9 +2,10 @@
 // tutti-xcore-probe: how fast two CPUs of this machine hand data to each other right now, with no
 // tutti code involved. Every shm number in docs/PERFORMANCE.md depends on it, and on the
 // development VM it is not constant: the hypervisor moves the two vCPUs between placements where
-// a cache-line round trip takes about 100 ns and a 512 KiB handoff runs at 8 GB/s, and placements
-// where they take 330 ns and 2 GB/s (for minutes at a time). The benchmark scripts print this
-// line before and after their runs so that a table taken in the slow placement is recognised.
+// a cache-line round trip takes about 80 ns, the exchange below 45-55 ns and a 512 KiB handoff
+// runs at 7-8 GB/s, and placements where they take about 330 ns, 240 ns and 2 GB/s (for minutes
+// at a time). The benchmark scripts print this line before and after their runs so that a table
+// taken in the slow placement is recognised.
 //
 // Usage: tutti-xcore-probe [CPU_A CPU_B]   (default: the first two CPUs this process may use)
 // Prints: xcore cpus=A,B round_trip_ns=R exchange_ns=X handoff_gbps=G
