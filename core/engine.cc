@@ -656,7 +656,6 @@ class RoundRunner {
   uint64_t lastPrevSend_ = 0;  // sequence number of the last send posted to prev
 };
 
-
 // Decides Plan::direct (see there) and fills Plan::directPeers.
 void markDirect(Plan& plan) {
   plan.direct = 0;

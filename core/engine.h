@@ -5,6 +5,9 @@
 // sides, so forwarding steps (recvCopySend, recvReduceSend) pipeline slice by slice, and local
 // steps (copy, reduce) larger than a slice run a slice at a time between the round's transfers.
 // Waiting spins briefly, yields, then sleeps on the shm futex doorbell or polls sockets.
+// A plan of one round whose messages and local steps fit one slice each (a small call) skips the
+// round machinery: its steps are posted in order and its peers progressed in a tight loop, and
+// only a longer wait goes through the same yield/sleep path (Plan::direct).
 #pragma once
 
 #include <atomic>
