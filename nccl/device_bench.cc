@@ -23,6 +23,8 @@
 #include <string>
 #include <vector>
 
+#include "bench_check.h"  // this folder: the benchmarks see only the public headers
+
 namespace {
 
 struct Options {
@@ -33,15 +35,6 @@ struct Options {
   int iters = 20, warmup = 5;
 };
 
-#define NCCL_OK(call)                                                                            \
-  do {                                                                                           \
-    ncclResult_t r_ = (call);                                                                    \
-    if (r_ != ncclSuccess) {                                                                     \
-      std::fprintf(stderr, "rank %d: %s failed: %s (%s)\n", rank, #call, ncclGetErrorString(r_), \
-                   ncclGetLastError(nullptr));                                                   \
-      return 1;                                                                                  \
-    }                                                                                            \
-  } while (0)
 #define CUDA_OK(call)                                                                         \
   do {                                                                                        \
     cudaError_t e_ = (call);                                                                  \
@@ -97,7 +90,7 @@ int runRank(const Options& o, int rank, const ncclUniqueId& id, int resultFd) {
   cudaStream_t stream;
   CUDA_OK(cudaStreamCreate(&stream));
   ncclComm_t comm;
-  NCCL_OK(ncclCommInitRank(&comm, o.nranks, id, rank));
+  NCCL_BENCH_OK(ncclCommInitRank(&comm, o.nranks, id, rank));
   const int p = o.nranks;
   size_t inMax, outMax;
   double bus;
@@ -123,9 +116,9 @@ int runRank(const Options& o, int rank, const ncclUniqueId& id, int resultFd) {
     const size_t count = std::max<size_t>(1, bytes / 4 / std::max(in1, out1));
     size_t inCount, outCount;
     shape(o.coll, count, p, &inCount, &outCount, &bus);
-    for (int k = 0; k < o.warmup; ++k) NCCL_OK(call(o.coll, in, out, count, comm, stream));
+    for (int k = 0; k < o.warmup; ++k) NCCL_BENCH_OK(call(o.coll, in, out, count, comm, stream));
     CUDA_OK(cudaEventRecord(start, stream));
-    for (int k = 0; k < o.iters; ++k) NCCL_OK(call(o.coll, in, out, count, comm, stream));
+    for (int k = 0; k < o.iters; ++k) NCCL_BENCH_OK(call(o.coll, in, out, count, comm, stream));
     CUDA_OK(cudaEventRecord(stop, stream));
     CUDA_OK(cudaStreamSynchronize(stream));
     float ms = 0;
@@ -153,7 +146,7 @@ int runRank(const Options& o, int rank, const ncclUniqueId& id, int resultFd) {
                 us, algbw, algbw * bus, wrong + others);
     std::fflush(stdout);
   }
-  NCCL_OK(ncclCommDestroy(comm));
+  NCCL_BENCH_OK(ncclCommDestroy(comm));
   return 0;
 }
 
@@ -197,7 +190,7 @@ int main(int argc, char** argv) {
   alarm(600);
   int rank = 0;
   ncclUniqueId id;
-  NCCL_OK(ncclGetUniqueId(&id));
+  NCCL_BENCH_OK(ncclGetUniqueId(&id));
   for (int r = 1; r < o.nranks; ++r)
     if (write(idPipe[1], &id, sizeof id) != sizeof id) return 1;
   int rc = runRank(o, 0, id, resultPipe[0]);

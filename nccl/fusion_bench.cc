@@ -19,17 +19,9 @@
 #include <cstring>
 #include <vector>
 
-namespace {
+#include "bench_check.h"  // this folder: the benchmarks see only the public headers
 
-#define CHECK(call)                                                                              \
-  do {                                                                                           \
-    ncclResult_t r_ = (call);                                                                    \
-    if (r_ != ncclSuccess) {                                                                     \
-      std::fprintf(stderr, "rank %d: %s failed: %s (%s)\n", rank, #call, ncclGetErrorString(r_), \
-                   ncclGetLastError(nullptr));                                                   \
-      return 1;                                                                                  \
-    }                                                                                            \
-  } while (0)
+namespace {
 
 using Clock = std::chrono::steady_clock;
 
@@ -42,14 +34,14 @@ int runRank(int rank, int nranks, int readFd, const std::vector<int>& writeFds, 
             size_t bytes, int iters) {
   ncclUniqueId id;
   if (rank == 0) {
-    CHECK(ncclGetUniqueId(&id));
+    NCCL_BENCH_OK(ncclGetUniqueId(&id));
     for (int fd : writeFds)
       if (write(fd, &id, sizeof id) != static_cast<ssize_t>(sizeof id)) return 1;
   } else if (read(readFd, &id, sizeof id) != static_cast<ssize_t>(sizeof id)) {
     return 1;
   }
   ncclComm_t comm;
-  CHECK(ncclCommInitRank(&comm, nranks, id, rank));
+  NCCL_BENCH_OK(ncclCommInitRank(&comm, nranks, id, rank));
   const size_t count = bytes / sizeof(float);
   std::vector<std::vector<float>> in(calls, std::vector<float>(count));
   std::vector<std::vector<float>> outSep(calls, std::vector<float>(count));
@@ -61,22 +53,22 @@ int runRank(int rank, int nranks, int readFd, const std::vector<int>& writeFds, 
 
   auto separate = [&]() -> int {
     for (int k = 0; k < calls; ++k)
-      CHECK(
+      NCCL_BENCH_OK(
           ncclAllReduce(in[k].data(), outSep[k].data(), count, ncclFloat, ncclSum, comm, nullptr));
     return 0;
   };
   auto grouped = [&]() -> int {
-    CHECK(ncclGroupStart());
+    NCCL_BENCH_OK(ncclGroupStart());
     for (int k = 0; k < calls; ++k)
-      CHECK(
+      NCCL_BENCH_OK(
           ncclAllReduce(in[k].data(), outGrp[k].data(), count, ncclFloat, ncclSum, comm, nullptr));
-    CHECK(ncclGroupEnd());
+    NCCL_BENCH_OK(ncclGroupEnd());
     return 0;
   };
   auto time = [&](auto&& body, std::vector<double>& samples) -> int {
     for (int w = 0; w < iters / 10 + 1; ++w)
       if (body()) return 1;
-    CHECK(ncclAllReduce(&one, &sum, 1, ncclFloat, ncclSum, comm, nullptr));  // line up
+    NCCL_BENCH_OK(ncclAllReduce(&one, &sum, 1, ncclFloat, ncclSum, comm, nullptr));  // line up
     for (int it = 0; it < iters; ++it) {
       auto t0 = Clock::now();
       if (body()) return 1;
@@ -100,7 +92,7 @@ int runRank(int rank, int nranks, int readFd, const std::vector<int>& writeFds, 
     std::printf("speedup        : %9.2fx\n", median(sep) / median(grp));
     std::printf("results        : %s\n", wrong ? "DIFFER" : "bit-identical");
   }
-  CHECK(ncclCommDestroy(comm));
+  NCCL_BENCH_OK(ncclCommDestroy(comm));
   return wrong ? 2 : 0;
 }
 
