@@ -1,14 +1,18 @@
 // File: algorithms/verifier.cc
 // Symbolic execution of every rank's schedule (see verifier.h). A buffer is a run-length interval
-// map: each segment holds one Content = {interned set of contributing ranks, the source index of
-// its first element (growing by one per element), the step that last wrote it}. Correct schedules
-// only ever reduce equal source indices, so (rank set, index) describes an element's multiset of
-// (rank, index) contributions exactly; reducing different indices, or a rank twice, is rejected
-// where it happens. Whole ranges move as O(segments) operations, so a count of 1<<20 costs what a
+// map: each segment holds one Content = {interned set of contributing ranks, interned reduction
+// tree, the source index of its first element (growing by one per element), the step that last
+// wrote it}. Correct schedules only ever reduce equal source indices, so (rank set, index)
+// describes an element's multiset of (rank, index) contributions exactly; reducing different
+// indices, or a rank twice, is rejected where it happens. The tree (dataflow()) is the order in
+// which the engine combines them, which the results depend on (floating-point sums are not
+// associative). Whole ranges move as O(segments) operations, so a count of 1<<20 costs what a
 // count of 1 costs. Steps of a round are concurrent: all reads see the state at the start of the
 // round (a write that overlaps another step's access is a hazard), except that a forwarding step
 // sends what it has just received.
 #include "algorithms/verifier.h"
+
+#include "algorithms/verifier_state.h"
 
 #include <algorithm>
 #include <map>
@@ -25,175 +29,7 @@
 namespace tutti::algo {
 namespace {
 
-constexpr uint32_t kInitial = UINT32_MAX;  // Content::round of data no step wrote (the input)
-
-struct Content {
-  uint32_t set = 0;                     // RankSets id; 0 (no rank): nothing wrote the element
-  uint32_t round = kInitial, step = 0;  // last writer
-  uint64_t index = 0;                   // source index of the first element
-};
-struct Piece {
-  uint64_t count;
-  Content c;
-};
-
-Content advance(Content c, uint64_t by) {
-  if (c.set != 0) c.index += by;
-  return c;
-}
-// Whether b continues a (of length lenA) as one segment.
-bool continues(const Content& a, uint64_t lenA, const Content& b) {
-  return a.set == b.set && a.round == b.round && a.step == b.step &&
-         (a.set == 0 || b.index == a.index + lenA);
-}
-
-// Interned sets of ranks (bitsets of any width). Ids 0 (the empty set: nothing wrote the
-// element) and 1..n (one rank) are implicit, so a verifier for n ranks starts without allocating;
-// unions are interned on first use and cached.
-class RankSets {
- public:
-  explicit RankSets(int nranks) : nranks_(nranks), words_((nranks + 63) / 64) {
-    u_.assign(words_, 0);
-    for (int r = 0; r < nranks; ++r) u_[r / 64] |= uint64_t{1} << (r % 64);
-    full_ = nranks == 1 ? single(0) : intern();
-  }
-  uint32_t single(int rank) const { return static_cast<uint32_t>(rank) + 1; }
-  uint32_t full() const { return full_; }
-  bool singleton(uint32_t id) const { return id >= 1 && id <= static_cast<uint32_t>(nranks_); }
-  bool has(uint32_t id, int rank) const { return (word(id, rank / 64) >> (rank % 64)) & 1; }
-  // The union of disjoint sets, or the first rank in both (common >= 0).
-  uint32_t join(uint32_t a, uint32_t b, int& common) {
-    common = -1;
-    if (a > b) std::swap(a, b);
-    const uint64_t key = (uint64_t{a} << 32) | b;
-    if (auto it = cache_.find(key); it != cache_.end()) {
-      if (it->second == UINT32_MAX) common = firstCommon(a, b);
-      return it->second;
-    }
-    uint32_t result = 0;
-    for (int w = 0; w < words_; ++w) {
-      const uint64_t x = word(a, w), y = word(b, w);
-      if (x & y) {
-        result = UINT32_MAX;
-        break;
-      }
-      u_[w] = x | y;
-    }
-    if (result != UINT32_MAX) result = intern();
-    cache_.emplace(key, result);
-    if (result == UINT32_MAX) common = firstCommon(a, b);
-    return result;
-  }
-  // "0-3,5": the ranks in a that are not in minus.
-  std::string describe(uint32_t a, uint32_t minus = 0) const {
-    std::string out;
-    for (int r = 0; r < nranks_;) {
-      if (!has(a, r) || has(minus, r)) {
-        ++r;
-        continue;
-      }
-      int e = r;
-      while (e + 1 < nranks_ && has(a, e + 1) && !has(minus, e + 1)) ++e;
-      if (!out.empty()) out += ',';
-      out += e == r ? std::to_string(r) : fmt::format("{}-{}", r, e);
-      r = e + 1;
-    }
-    return out;
-  }
-  int firstIn(uint32_t id) const { return firstCommon(id, id); }
-
- private:
-  uint64_t word(uint32_t id, int w) const {
-    if (id == 0) return 0;
-    if (id <= static_cast<uint32_t>(nranks_))
-      return static_cast<int>(id - 1) / 64 == w ? uint64_t{1} << ((id - 1) % 64) : 0;
-    return bits_[(id - nranks_ - 1) * static_cast<size_t>(words_) + w];
-  }
-  int firstCommon(uint32_t a, uint32_t b) const {
-    for (int r = 0; r < nranks_; ++r)
-      if (has(a, r) && has(b, r)) return r;
-    return -1;
-  }
-  // The id of the set in u_ (never empty or a single rank: a union of disjoint non-empty sets).
-  uint32_t intern() {
-    const uint32_t next = static_cast<uint32_t>(nranks_ + 1 + bits_.size() / words_);
-    uint32_t id;
-    if (words_ == 1) {
-      id = narrow_.emplace(u_[0], next).first->second;
-    } else {
-      id = wide_.emplace(u_, next).first->second;
-    }
-    if (id == next) bits_.insert(bits_.end(), u_.begin(), u_.end());
-    return id;
-  }
-  int nranks_, words_;
-  uint32_t full_ = 0;
-  std::vector<uint64_t> bits_, u_;  // interned sets (words_ each), the set being built
-  std::unordered_map<uint64_t, uint32_t> narrow_;   // nranks <= 64
-  std::map<std::vector<uint64_t>, uint32_t> wide_;  // nranks > 64
-  std::unordered_map<uint64_t, uint32_t> cache_;    // (a, b) -> union; UINT32_MAX: not disjoint
-};
-
-// A buffer as sorted segments covering [0, size); a segment ends where the next begins.
-class SegBuffer {
- public:
-  void reset(uint64_t size) {
-    size_ = size;
-    segs_.clear();
-    if (size > 0) segs_.push_back({0, Content{}});
-  }
-
-  void read(uint64_t a, uint64_t n, std::vector<Piece>& out) const {
-    out.clear();
-    if (n == 0) return;
-    for (size_t i = find(a); i < segs_.size() && segs_[i].begin < a + n; ++i) {
-      const uint64_t b = std::max(a, segs_[i].begin), e = std::min(a + n, end(i));
-      out.push_back({e - b, advance(segs_[i].c, b - segs_[i].begin)});
-    }
-  }
-
-  void write(uint64_t a, const std::vector<Piece>& pieces) {
-    uint64_t n = 0;
-    for (const Piece& p : pieces) n += p.count;
-    if (n == 0) return;
-    const size_t lo = find(a), hi = find(a + n - 1);
-    const size_t from = lo > 0 ? lo - 1 : lo, to = hi + 1 < segs_.size() ? hi + 1 : hi;
-    mid_.clear();
-    for (size_t i = from; i < lo; ++i) mid_.push_back(segs_[i]);
-    if (segs_[lo].begin < a) mid_.push_back(segs_[lo]);
-    uint64_t pos = a;
-    for (const Piece& p : pieces) {
-      if (p.count == 0) continue;
-      mid_.push_back({pos, p.c});
-      pos += p.count;
-    }
-    if (end(hi) > a + n) mid_.push_back({a + n, advance(segs_[hi].c, a + n - segs_[hi].begin)});
-    for (size_t i = hi + 1; i <= to && i > hi; ++i) mid_.push_back(segs_[i]);
-    merged_.clear();
-    for (const Seg& s : mid_) {
-      if (!merged_.empty() && continues(merged_.back().c, s.begin - merged_.back().begin, s.c))
-        continue;
-      merged_.push_back(s);
-    }
-    segs_.erase(segs_.begin() + from, segs_.begin() + to + 1);
-    segs_.insert(segs_.begin() + from, merged_.begin(), merged_.end());
-  }
-
- private:
-  struct Seg {
-    uint64_t begin;
-    Content c;
-  };
-  uint64_t end(size_t i) const { return i + 1 < segs_.size() ? segs_[i + 1].begin : size_; }
-  size_t find(uint64_t pos) const {
-    auto it = std::upper_bound(segs_.begin(), segs_.end(), pos,
-                               [](uint64_t p, const Seg& s) { return p < s.begin; });
-    return static_cast<size_t>(it - segs_.begin()) - 1;
-  }
-  uint64_t size_ = 0;
-  std::vector<Seg> segs_;
-  std::vector<Seg> mid_, merged_;  // scratch space of write()
-};
+using namespace verify_state;  // algorithms/verifier_state.h
 
 // Where a schedule buffer lives: in-place calls alias input and output (NCCL's layout).
 struct View {
@@ -237,6 +73,7 @@ class Verifier {
         n_(shape.nranks),
         sched_(perRank),
         sets_(shape.nranks),
+        exprs_(shape.nranks),
         barrier_(shape.coll == Coll::kBarrier) {}
 
   Status run() {
@@ -251,6 +88,28 @@ class Verifier {
       TUTTI_VERIFY_TRY(execute());
     }
     return barrier_ ? checkBarrier() : checkOutputs();
+  }
+
+  // After run() succeeded: what every rank's output view holds, as maximal pieces.
+  Dataflow dataflow() const {
+    Dataflow out{exprs_.nodes(), std::vector<std::vector<Dataflow::Piece>>(n_)};
+    std::vector<Piece> got;
+    for (int r = 0; r < n_; ++r) {
+      const View& v = ranks_[r].view[1];
+      ranks_[r].phys[v.phys].read(v.offset, v.count, got);
+      uint64_t pos = 0;
+      for (const Piece& p : got) {
+        std::vector<Dataflow::Piece>& out_r = out.outputs[r];
+        const Dataflow::Piece* last = out_r.empty() ? nullptr : &out_r.back();
+        if (p.c.set != 0 && last && last->offset + last->count == pos && last->expr == p.c.expr &&
+            last->index + last->count == p.c.index)
+          out_r.back().count += p.count;
+        else if (p.c.set != 0)
+          out_r.push_back({pos, p.count, p.c.expr, p.c.index});
+        pos += p.count;
+      }
+    }
+    return out;
   }
 
  private:
@@ -294,8 +153,9 @@ class Verifier {
       st.phys[1].reset(physOut);
       st.phys[2].reset(sched_[r].scratchCount);
       if (in > 0)
-        st.phys[st.view[0].phys].write(st.view[0].offset,
-                                       {{in, Content{sets_.single(r), kInitial, 0, 0}}});
+        st.phys[st.view[0].phys].write(
+            st.view[0].offset,
+            {{in, Content{sets_.single(r), kInitial, 0, 0, static_cast<uint32_t>(r)}}});
       st.knows.assign(words, 0);
       st.knows[r / 64] |= uint64_t{1} << (r % 64);
     }
@@ -518,9 +378,11 @@ class Verifier {
           return fail(r, s, aOff + pos, len,
                       "double contribution: rank {}'s data is in both {} and the {} operand",
                       common, bufName(aBuf), bIncoming ? "incoming" : bufName(bBuf));
+        if (!barrier_) c.expr = exprs_.combine(x.expr, y.expr);
       } else {
         c.set = x.set ? x.set : y.set;
         c.index = x.set ? x.index : y.index;
+        c.expr = x.set ? x.expr : y.expr;
       }
       out.push_back({len, c});
       pos += len;
@@ -733,6 +595,7 @@ class Verifier {
   int n_;
   const std::vector<Schedule>& sched_;
   RankSets sets_;
+  Exprs exprs_;
   bool barrier_;
   size_t round_ = 0;
   std::vector<Rank> ranks_;
@@ -746,15 +609,30 @@ class Verifier {
   std::vector<Access> accesses_;
 };
 
+Status checkArgs(const char* api, const CollShape& shape, const std::vector<Schedule>& perRank) {
+  if (shape.nranks < 1 || perRank.size() != static_cast<size_t>(shape.nranks))
+    return invalidUsage("{}: {} schedules for nranks {}", api, perRank.size(), shape.nranks);
+  if (shape.root < 0 || shape.root >= shape.nranks)
+    return invalidUsage("{}: root {} out of range (nranks {})", api, shape.root, shape.nranks);
+  return Status::ok();
+}
+
 }  // namespace
 
 Status verify(const CollShape& shape, const std::vector<Schedule>& perRank) {
-  if (shape.nranks < 1 || perRank.size() != static_cast<size_t>(shape.nranks))
-    return invalidUsage("verify: {} schedules for nranks {}", perRank.size(), shape.nranks);
-  if (shape.root < 0 || shape.root >= shape.nranks)
-    return invalidUsage("verify: root {} out of range (nranks {})", shape.root, shape.nranks);
+  TUTTI_VERIFY_TRY(checkArgs("verify", shape, perRank));
   Verifier v(shape, perRank);
   return v.run();
+}
+
+Result<Dataflow> dataflow(const CollShape& shape, const std::vector<Schedule>& perRank) {
+  if (shape.coll == Coll::kBarrier)
+    return invalidUsage("dataflow: a barrier moves no data (coll=barrier, nranks {})",
+                        shape.nranks);
+  TUTTI_VERIFY_TRY(checkArgs("dataflow", shape, perRank));
+  Verifier v(shape, perRank);
+  TUTTI_VERIFY_TRY(v.run());
+  return v.dataflow();
 }
 
 Status verifyAlgorithm(const AlgorithmInfo& algo, const CollShape& shape) {

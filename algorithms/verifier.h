@@ -22,6 +22,7 @@
 //    rank, directly or transitively, by the end of its last round. Sendrecv has no postcondition.
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "algorithms/algorithm.h"
@@ -33,6 +34,37 @@ namespace tutti::algo {
 /// violation: "verify: rank R round K step S (op ...): <what> (range [a,+n))".
 /// In-place shapes alias input and output as NCCL does (see include/tutti/tutti.hpp).
 Status verify(const CollShape& shape, const std::vector<Schedule>& perRank);
+
+/// What each output element holds after the schedules ran: a reduction tree over the ranks'
+/// inputs, all read at the same input index (the verifier rejects anything else). The trees are
+/// the ones the host engine builds (which step combines what), so a program that evaluates them
+/// computes the engine's results (core/device/compile.h). Children are in canonical order: the
+/// reduction ops commute bit for bit except for NaN payloads and for max/min of a +0 and a -0 of
+/// a floating type, whose result is the second operand (kernels/cpu/scalar_ops.h); there the
+/// sign of a zero may differ from the engine's.
+struct Dataflow {
+  /// A leaf (rank >= 0: that rank's input) or, with rank -1, nodes[a] op nodes[b]. Ids 0..n-1
+  /// are the leaves of ranks 0..n-1; a node's children have smaller ids.
+  struct Node {
+    int32_t rank = -1;
+    uint32_t a = 0, b = 0;
+  };
+  std::vector<Node> nodes;
+  /// output[offset + i] = tree `expr` over inputs[index + i], for i in [0, count).
+  struct Piece {
+    uint64_t offset = 0, count = 0;
+    uint32_t expr = 0;
+    uint64_t index = 0;
+  };
+  /// Per rank, the written parts of its output buffer as the user sees it (the output view; in
+  /// place an unwritten part still holding the input counts as written), in offset order,
+  /// maximal (adjacent pieces differ in expr or are not contiguous in index).
+  std::vector<std::vector<Piece>> outputs;
+};
+
+/// Verifies the schedules (as verify(), same errors) and returns their dataflow. InvalidUsage for
+/// a barrier (it moves no data). Cost: verify()'s, O(segments), independent of the count.
+Result<Dataflow> dataflow(const CollShape& shape, const std::vector<Schedule>& perRank);
 
 /// Builds every rank's schedule with `algo` (a rank the algorithm declines is an error) and
 /// verifies them. Declines for the whole shape (supports() false on rank 0) return ok.
