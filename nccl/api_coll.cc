@@ -96,8 +96,16 @@ ncclResult_t enqueue(PendingOp op, ncclDataType_t datatype, ncclRedOp_t redop, n
   // Memory kind of the buffers this rank uses (ioBytes: recvbuff of a non-root reduce is not).
   size_t inBytes = 0, outBytes = 0;
   ioBytes(op, s->rank, s->nranks, &inBytes, &outBytes);
-  op.sendDevice = inBytes > 0 && isDeviceMemory(op.send);
-  op.recvDevice = outBytes > 0 && isDeviceMemory(op.recv);
+  if (inBytes > 0) {
+    const MemoryKind k = memoryKind(op.send);
+    op.sendDevice = k.device;
+    op.sendReachable = k.reachable;
+  }
+  if (outBytes > 0) {
+    const MemoryKind k = memoryKind(op.recv);
+    op.recvDevice = k.device;
+    op.recvReachable = k.reachable;
+  }
   return submit(comm->state, std::move(op));
 }
 

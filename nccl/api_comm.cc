@@ -10,9 +10,12 @@
 #include "core/bootstrap.h"
 #include "core/comm.h"
 #include "core/config.h"
+#include "core/device/clique.h"
+#include "core/device/process_clique.h"
 #include "core/env.h"
 #include "core/launcher_env.h"
 #include "core/log.h"
+#include "nccl/device.h"
 #include "nccl/group.h"
 #include "nccl/internal.h"
 
@@ -116,6 +119,10 @@ Status joinComm(CommState& s, const UniqueId& id) {
     return c.status();
   }
   s.comm = std::move(c).value();
+  if (Status d = initDevicePath(s); !d.isOk()) {
+    s.recordAsync(d);
+    return d;
+  }
   s.ready.store(true);
   TUTTI_LOG_INFO(Subsys::kInit, "comm {} rank {} nranks {} cudaDev {}{}{} - Init COMPLETE",
                  static_cast<const void*>(&s), s.rank, s.nranks, s.cudaDev,
@@ -398,6 +405,8 @@ NCCL_API(ncclResult_t, ncclCommDestroy, ncclComm_t comm) {
   if (!s.isOk()) return fail(s.status());
   CommState* st = s.value();
   st->worker.stop(std::chrono::hours(24), false);  // pending operations complete first
+  if (st->clique)  // a peer still waiting for this rank's call would wait forever
+    st->clique->fail(invalidUsage("rank {}'s communicator was destroyed", st->rank));
   for (int i = 0; i < 100000 && st->activeCalls.load() > 0; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   retireHandle(comm);
@@ -410,6 +419,8 @@ NCCL_API(ncclResult_t, ncclCommAbort, ncclComm_t comm) {
   if (!s.isOk()) return fail(s.status());
   CommState* st = s.value();
   st->aborted.store(true);
+  if (st->clique) st->clique->fail(invalidUsage("rank {} was aborted (ncclCommAbort)", st->rank));
+  if (st->procClique) st->procClique->abort();
   if (st->ready.load()) st->comm.abort();  // running operations fail within milliseconds
   // An init still in its rendezvous cannot be interrupted: leave it to finish on its own.
   st->worker.stop(std::chrono::seconds(2), true);

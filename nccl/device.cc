@@ -24,7 +24,7 @@ namespace tutti::nccl {
 
 #if !TUTTI_HAVE_CUDA
 
-bool isDeviceMemory(const void*) { return false; }
+MemoryKind memoryKind(const void*) { return {}; }
 
 Status enqueueDevice(const std::shared_ptr<CommState>&, std::vector<PendingOp> ops) {
   return invalidUsage("{}: device memory needs a tutti built with CUDA", ops.front().api);
@@ -32,14 +32,17 @@ Status enqueueDevice(const std::shared_ptr<CommState>&, std::vector<PendingOp> o
 
 #else
 
-bool isDeviceMemory(const void* p) {
-  if (!p || !cudaDevicePresent()) return false;
+MemoryKind memoryKind(const void* p) {
+  if (!p || !cudaDevicePresent()) return {};
   cudaPointerAttributes attr{};
   if (cudaPointerGetAttributes(&attr, p) != cudaSuccess) {
     (void)cudaGetLastError();  // unknown to CUDA: plain host memory
-    return false;
+    return {};
   }
-  return attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged;
+  MemoryKind k;
+  k.device = attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged;
+  k.reachable = k.device || (attr.type == cudaMemoryTypeHost && attr.devicePointer == p);
+  return k;
 }
 
 namespace {

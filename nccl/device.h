@@ -29,12 +29,16 @@
 // One rank is the exception: its batch of plain collectives on one stream is a device copy per
 // out-of-place call (cudaMemcpyAsync on the stream), with no staging and no proxy.
 //
-// This is the path for every peer until the cuda_ipc transport and the device-side schedule
-// interpreter land (DESIGN section 8): its bandwidth is bound by the host copies and the host
-// engine (docs/GPU.md gives the numbers).
+// Ranks that are threads of one process on one GPU take the device clique instead
+// (core/device/clique.h: one kernel per collective for all of them, no host copies), unless
+// TUTTI_DEVICE_PATH=staged. Every other layout (ranks in several processes, on several GPUs or
+// hosts) takes this staged path, whose bandwidth is bound by the host copies and the host engine
+// (docs/GPU.md gives the numbers).
 #pragma once
 
 #include <memory>
+#include <span>
+#include <utility>
 #include <vector>
 
 #include "nccl/group.h"
@@ -42,9 +46,34 @@
 
 namespace tutti::nccl {
 
-/// Whether `p` is CUDA device or managed memory (cudaPointerGetAttributes). False for NULL, for
-/// host memory (registered or not), and always on machines or builds without CUDA.
-bool isDeviceMemory(const void* p);
+/// What CUDA says of a buffer (one cudaPointerGetAttributes): `device` for device or managed
+/// memory; `reachable` when a kernel can use it at its own address (device, managed, or pinned
+/// host memory mapped at the same address). Both false for NULL, for pageable host memory, and
+/// always on machines or builds without CUDA.
+struct MemoryKind {
+  bool device = false;
+  bool reachable = false;
+};
+MemoryKind memoryKind(const void* p);
+
+/// At the end of a communicator's init (collective: every rank calls it): exchanges each rank's
+/// process, host and GPU. When all ranks are threads of this process on one GPU, joins them to
+/// one device clique (CommState::clique); when every rank is a process of its own on one GPU, to
+/// one process clique (CommState::procClique). Otherwise, or with TUTTI_DEVICE_PATH=staged, or
+/// without a GPU, leaves both null (device memory then takes the staged path). Errors of the
+/// exchange fail the init; a clique that cannot be formed is logged and left out (on every rank).
+Status initDevicePath(CommState& s);
+
+/// Submits one batch of device operations per communicator given (all of one clique, each
+/// communicator at most once, each batch non-empty and made of collectives and send/recv only)
+/// to the clique: see core/device/clique.h for what it waits for. An error is recorded as each
+/// communicator's asynchronous error when it comes from the launch rather than the arguments.
+Status submitToClique(std::span<std::pair<std::shared_ptr<CommState>, std::vector<PendingOp>>> batches);
+
+/// Submits one communicator's batch of device operations (collectives and send/recv only) to its
+/// process clique (core/device/process_clique.h). Errors are recorded as the communicator's
+/// asynchronous error too.
+Status submitToProcessClique(CommState& s, const std::vector<PendingOp>& ops);
 
 /// Enqueues `ops` (one communicator's batch; at least one has device() true) as one staged job on
 /// the stream of its first device operation, and returns without waiting. The communicator must

@@ -334,10 +334,15 @@ ncclResult_t submit(const std::shared_ptr<CommState>& comm, PendingOp op) {
     tGroup.ops.emplace_back(comm, std::move(op));
     return ncclSuccess;
   }
-  if (op.device()) {  // stream-ordered: enqueued, run by the worker when the stream reaches it
-    std::vector<PendingOp> v;
-    v.push_back(std::move(op));
-    return fail(enqueueDevice(comm, std::move(v)), comm.get());
+  if (op.device()) {  // stream-ordered: the clique's kernel, or staged for the worker
+    std::vector<std::pair<std::shared_ptr<CommState>, std::vector<PendingOp>>> batch(1);
+    batch[0].first = comm;
+    batch[0].second.push_back(std::move(op));
+    if (comm->clique && comm->config.blocking)
+      return fail(submitToClique(batch), comm.get());
+    if (comm->procClique && comm->config.blocking)
+      return fail(submitToProcessClique(*comm, batch[0].second), comm.get());
+    return fail(enqueueDevice(comm, std::move(batch[0].second)), comm.get());
   }
   if (!comm->config.blocking) {
     comm->worker.submit([comm, op = std::move(op)]() mutable {
@@ -426,9 +431,54 @@ NCCL_API(ncclResult_t, ncclGroupEnd, void) {
     return fail(
         invalidUsage("ncclGroupEnd: blocking and nonblocking communicators are not "
                      "allowed in the same group"));
+  // Device operations of communicators in a device clique go to their clique, every clique's
+  // batches together (one thread driving all ranks launches at once); what is left of those
+  // batches (host memory) runs below.
+  Status staged;
+  std::vector<std::pair<std::shared_ptr<CommState>, std::vector<PendingOp>>> cliqued;
+  for (size_t b = 0; b < batches.size();) {
+    auto& [comm, batch] = batches[b];
+    const bool eligible =
+        (comm->clique || comm->procClique) && !nonblocking &&
+        std::any_of(batch.begin(), batch.end(), [](const PendingOp& o) { return o.device(); }) &&
+        std::none_of(batch.begin(), batch.end(),
+                     [](const PendingOp& o) { return o.kind == PendingOp::Kind::kTask; });
+    if (!eligible) {
+      ++b;
+      continue;
+    }
+    std::vector<PendingOp> dev, host;
+    for (PendingOp& o : batch) (o.device() ? dev : host).push_back(std::move(o));
+    cliqued.emplace_back(comm, std::move(dev));
+    if (host.empty()) {
+      batches.erase(batches.begin() + static_cast<std::ptrdiff_t>(b));
+    } else {
+      batch = std::move(host);
+      ++b;
+    }
+  }
+  std::stable_sort(cliqued.begin(), cliqued.end(), [](const auto& x, const auto& y) {
+    return std::less<>()(x.first->clique.get(), y.first->clique.get());
+  });
+  // Process cliques: the batches this process posts as a peer first (they never wait), then
+  // those it leads (which wait for their peers, who may be waiting for this group's posts).
+  std::stable_partition(cliqued.begin(), cliqued.end(), [](const auto& b) {
+    return b.first->procClique && b.first->rank != 0;
+  });
+  for (size_t i = 0; i < cliqued.size();) {
+    size_t j = i + 1;
+    Status st;
+    if (cliqued[i].first->procClique) {
+      st = submitToProcessClique(*cliqued[i].first, cliqued[i].second);
+    } else {
+      while (j < cliqued.size() && cliqued[j].first->clique == cliqued[i].first->clique) ++j;
+      st = submitToClique(std::span(cliqued).subspan(i, j - i));
+    }
+    if (!st.isOk() && staged.isOk()) staged = st;
+    i = j;
+  }
   // A communicator's batch that touches device memory is one staged job on its stream
   // (nccl/device.h); the others run here as before.
-  Status staged;
   for (size_t b = 0; b < batches.size();) {
     auto& batch = batches[b].second;
     if (std::none_of(batch.begin(), batch.end(), [](const PendingOp& o) { return o.device(); })) {
@@ -439,7 +489,7 @@ NCCL_API(ncclResult_t, ncclGroupEnd, void) {
     if (!st.isOk() && staged.isOk()) staged = st;
     batches.erase(batches.begin() + static_cast<std::ptrdiff_t>(b));
   }
-  if (batches.empty()) return fail(staged);
+  if (batches.empty()) return fail(staged);  // the device paths' first error, if any
   const size_t fusion = fusionBytes();
   if (nonblocking) {
     for (auto& [comm, batch] : batches) {

@@ -29,7 +29,11 @@ struct PendingOp {
   cudaStream_t stream = nullptr;
   /// The send / receive buffer this rank uses is CUDA device memory (found once, at the call).
   bool sendDevice = false, recvDevice = false;
-  /// Staged on its stream (nccl/device.h) rather than run on the host path.
+  /// The GPU can read / write that buffer at its address (device, managed or mapped pinned host
+  /// memory): what the device clique needs (nccl/device.h).
+  bool sendReachable = false, recvReachable = false;
+  /// Runs on the device path (a device clique, or staged on its stream: nccl/device.h) rather
+  /// than on the host path.
   bool device() const { return sendDevice || recvDevice; }
   const char* api = "";
   /// kTask: communicator management run in order with the operations (init, split, finalize).

@@ -83,6 +83,15 @@ struct PreMulOp {
 
 class DeviceQueue;  // nccl/device.cc: pinned staging of operations on device memory
 
+}  // namespace tutti::nccl
+
+namespace tutti::device {
+class Clique;         // core/device/clique.h: ranks that are threads of this process on one GPU
+class ProcessClique;  // core/device/process_clique.h: ranks that are processes on one GPU
+}  // namespace tutti::device
+
+namespace tutti::nccl {
+
 /// Everything behind an ncclComm_t. Shared (shared_ptr) so that a worker still finishing an
 /// uninterruptible init after ncclCommAbort keeps it alive.
 struct CommState {
@@ -105,6 +114,11 @@ struct CommState {
   /// Created at the first operation on device memory. Declared before the worker, so that the
   /// worker (which runs the staged jobs) has stopped when the queue is released.
   std::shared_ptr<DeviceQueue> device;
+  /// Set at init (nccl/device.h, initDevicePath) when every rank is a thread of this process on
+  /// one GPU (clique), or when every rank is a process of its own on one GPU (procClique);
+  /// device operations then run there instead of the staged path. Set once, before `ready`.
+  std::shared_ptr<device::Clique> clique;
+  std::shared_ptr<device::ProcessClique> procClique;
 
   Worker worker;
 
