@@ -17,10 +17,14 @@
  *  - buffers may be host memory (any stream; with a null stream the call completes before it
  *    returns, or at the outermost ncclGroupEnd inside a group) or CUDA device memory (the call
  *    is enqueued on `stream` and returns at once; completion follows stream order; calls may be
- *    captured in a CUDA graph). With one rank a device call is a device copy; with several it
- *    is staged through pinned host memory and run by the communicator's worker thread, and its
- *    errors (a dead peer, a timeout, an abort) surface through ncclCommGetAsyncError, with the
- *    outputs undefined (docs/GPU.md);
+ *    captured in a CUDA graph). With one rank a device call is a device copy. Ranks that share
+ *    one GPU (threads of one process, or one process each) run every collective as one kernel
+ *    for all of them, and a call may then wait on the host until every rank has made it (as
+ *    NCCL allows: one thread driving several ranks must group their calls); process ranks'
+ *    buffers must be cudaMalloc'd device memory. Other layouts stage through pinned host memory
+ *    and the communicator's worker thread. Errors that happen after the call returned (a dead
+ *    peer, a timeout, an abort) surface through ncclCommGetAsyncError, with the outputs
+ *    undefined (docs/GPU.md);
  *  - errors: ncclInvalidArgument for a bad argument (the call had no effect; the message,
  *    naming the argument and its value, is in ncclGetLastError), ncclInvalidUsage for a call
  *    that is wrong in the current state or not implemented, ncclRemoteError when a peer died,
