@@ -11,6 +11,8 @@
 #include <cerrno>
 #include <csignal>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <new>
 #include <thread>
 
@@ -62,8 +64,10 @@ struct alignas(64) Mailbox {
 };
 
 uint32_t* handshake(Flag& f) { return reinterpret_cast<uint32_t*>(&f.word); }
+// The host's side of an abort: one atomic read-modify-write of the whole word, so that a
+// handshake write landing at the same time (the low half) is neither lost nor undone.
 void setAbortBit(Flag& f) {
-  std::atomic_ref<uint32_t>(reinterpret_cast<uint32_t*>(&f.word)[1]).store(1, std::memory_order_release);
+  std::atomic_ref<uint64_t>(f.word).fetch_or(kAbortBit, std::memory_order_acq_rel);
 }
 
 }  // namespace
@@ -77,6 +81,24 @@ struct ProcessClique::Region {
   char why[256] = {};
   Mailbox box[prog::kMaxRanks];
 };
+
+namespace {
+
+// The clique's shared memory as this process maps it: once per process and clique, however many
+// of the clique's ranks live here (one, except in tests that emulate processes with threads), so
+// that every rank of the process sees the flags and mailboxes at one address.
+struct Mapping {
+  ProcessClique::Region* host = nullptr;
+  ProcessClique::Region* dev = nullptr;  // its device address, once registered
+  int users = 0;
+};
+std::mutex gMappingMu;
+std::map<uint64_t, Mapping>& mappings() {
+  static auto* m = new std::map<uint64_t, Mapping>;  // never destroyed: used at exit
+  return *m;
+}
+
+}  // namespace
 
 Result<std::unique_ptr<ProcessClique>> ProcessClique::create(uint64_t key, int nranks, int rank,
                                                              int device, std::vector<int64_t> pids,
@@ -120,7 +142,14 @@ Status ProcessClique::attach(const Allgather& allgather) {
         return systemError("device process clique {:#x}: rank {} failed to {}", key_, r, step);
     return Status::ok();
   };
+  // Maps the region (creating it with O_CREAT) unless this process has it mapped already.
   auto mapRegion = [&](int flags) -> Status {
+    std::lock_guard<std::mutex> lock(gMappingMu);
+    if (auto it = mappings().find(key_); it != mappings().end()) {
+      ++it->second.users;
+      region_ = it->second.host;
+      return Status::ok();
+    }
     const int fd = shm_open(name.c_str(), flags, 0600);
     if (fd < 0) return systemError("shm_open({}) failed: {}", name, std::strerror(errno));
     if ((flags & O_CREAT) && ftruncate(fd, static_cast<off_t>(regionBytes_)) != 0) {
@@ -133,6 +162,7 @@ Status ProcessClique::attach(const Allgather& allgather) {
     close(fd);
     if (p == MAP_FAILED) return systemError("mmap({}) failed: {}", name, std::strerror(e));
     region_ = static_cast<Region*>(p);
+    mappings()[key_] = Mapping{region_, nullptr, 1};
     return Status::ok();
   };
   Status st;
@@ -157,11 +187,16 @@ Status ProcessClique::attach(const Allgather& allgather) {
   TUTTI_TRY(mapped);
   st = ops_->setDevice(device_);
   if (st.isOk()) {
-    auto dev = ops_->registerHost(region_, regionBytes_);
-    if (dev.isOk())
-      regionDev_ = static_cast<Region*>(dev.value());
-    else
-      st = dev.status();
+    std::lock_guard<std::mutex> lock(gMappingMu);
+    Mapping& m = mappings()[key_];
+    if (!m.dev) {
+      auto dev = ops_->registerHost(region_, regionBytes_);
+      if (dev.isOk())
+        m.dev = static_cast<Region*>(dev.value());
+      else
+        st = dev.status();
+    }
+    regionDev_ = m.dev;
   }
   for (int i = 0; i <= 2 * kMaxStreams && st.isOk(); ++i) {
     auto e = ops_->createEvent();
@@ -206,8 +241,13 @@ ProcessClique::~ProcessClique() {
   for (auto& [key, base] : imports_) ops_->closeBuffer(base);
   for (Event e : events_) ops_->destroyEvent(e);
   if (last_) ops_->destroyEvent(last_);
-  if (regionDev_) ops_->unregisterHost(region_);
-  if (region_) munmap(region_, regionBytes_);
+  if (!region_) return;
+  std::lock_guard<std::mutex> lock(gMappingMu);
+  auto it = mappings().find(key_);
+  if (it == mappings().end() || --it->second.users > 0) return;
+  if (it->second.dev) ops_->unregisterHost(region_);
+  munmap(region_, regionBytes_);
+  mappings().erase(it);
 }
 
 void ProcessClique::fail(const std::string& why) {

@@ -145,9 +145,20 @@ class EmuOps final : public StreamOps {
     std::lock_guard<std::mutex> lock(ev->mu);
     return ev->completed >= ev->recorded;
   }
+  // A 32-bit write as a compare-and-swap of its aligned 64-bit word, so that the waits (64-bit
+  // loads of that word) and the host's abort (a 64-bit fetch_or) synchronise with it in the
+  // memory model ThreadSanitizer checks.
   Status writeValue(Stream s, uint32_t* addr, uint32_t value) override {
-    stream(s)->enqueue(
-        [addr, value] { std::atomic_ref<uint32_t>(*addr).store(value, std::memory_order_release); });
+    stream(s)->enqueue([addr, value] {
+      const auto a = reinterpret_cast<uintptr_t>(addr);
+      std::atomic_ref<uint64_t> word(*reinterpret_cast<uint64_t*>(a & ~uintptr_t{7}));
+      const int shift = (a & 4) ? 32 : 0;
+      const uint64_t mask = uint64_t{0xffffffff} << shift;
+      uint64_t old = word.load(std::memory_order_relaxed);
+      while (!word.compare_exchange_weak(old, (old & ~mask) | (uint64_t{value} << shift),
+                                         std::memory_order_acq_rel, std::memory_order_relaxed)) {
+      }
+    });
     return Status::ok();
   }
   Status waitAny(Stream s, uint64_t* addr, uint64_t mask) override {
