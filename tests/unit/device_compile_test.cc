@@ -23,6 +23,7 @@
 #include "kernels/convert.h"
 #include "kernels/program_host.h"
 #include "kernels/reduce.h"
+#include "tests/unit/host_layouts.h"
 
 namespace tutti::device {
 namespace {
@@ -294,24 +295,6 @@ std::string check(const AlgorithmInfo& info, CollShape shape, const Arith& a) {
   return compareMemory(kernel, engine, a.dtype);
 }
 
-// No host map, then synthetic multi-host layouts for the hierarchical algorithms (which decline
-// without one), as schedule_sim_test does: blocks of 2 and of 3 ranks, ranks dealt over 2 hosts.
-std::vector<std::vector<int>> hostLayouts(int n) {
-  std::vector<std::vector<int>> out{{}};
-  for (int per : {2, 3}) {
-    if (n % per != 0 || n / per < 2) continue;
-    std::vector<int> blocks(n);
-    for (int r = 0; r < n; ++r) blocks[r] = r / per;
-    out.push_back(blocks);
-  }
-  if (n % 2 == 0 && n >= 2) {
-    std::vector<int> dealt(n);
-    for (int r = 0; r < n; ++r) dealt[r] = r % 2;
-    out.push_back(dealt);
-  }
-  return out;
-}
-
 // Calls fn(info, shape) for every algorithm of the eight collectives and every shape of the
 // given nranks and counts (both placements where defined, roots 0 and n-1 for rooted ones, host
 // layouts for algorithms that need one).
@@ -329,7 +312,7 @@ void forEachShape(std::initializer_list<int> nranks, bool allCounts, Fn&& fn) {
           if (inPlace && !inPlaceDefined(info.coll)) continue;
           for (int root : {0, n - 1}) {
             if (root != 0 && !rooted(info.coll)) continue;
-            for (const std::vector<int>& hostOf : hostLayouts(n)) {
+            for (const std::vector<int>& hostOf : algo::hostLayouts(n)) {
               CollShape shape{info.coll,          0,           n,    count,
                               DataType::kFloat32, RedOp::kSum, root, inPlace};
               const bool plain = !info.supports || info.supports(shape);

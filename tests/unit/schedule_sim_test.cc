@@ -14,6 +14,7 @@
 #include <fmt/ranges.h>
 
 #include "algorithms/algorithm.h"
+#include "tests/unit/host_layouts.h"
 
 namespace tutti::algo {
 namespace {
@@ -151,25 +152,6 @@ std::optional<double> expected(const CollShape& s, int r, size_t i) {
 bool inPlaceDefined(Coll c) {
   return c == Coll::kAllReduce || c == Coll::kAllGather || c == Coll::kReduceScatter ||
          c == Coll::kBroadcast || c == Coll::kReduce;
-}
-
-// No host map, then synthetic multi-host layouts for hierarchical algorithms (which decline
-// without one): contiguous blocks of 2 and of 3 ranks per host, and ranks dealt round-robin over
-// 2 hosts (groups that are not contiguous).
-std::vector<std::vector<int>> hostLayouts(int n) {
-  std::vector<std::vector<int>> out{{}};
-  for (int per : {2, 3}) {
-    if (n % per != 0 || n / per < 2) continue;
-    std::vector<int> blocks(n);
-    for (int r = 0; r < n; ++r) blocks[r] = r / per;
-    out.push_back(blocks);
-  }
-  if (n % 2 == 0 && n >= 2) {
-    std::vector<int> dealt(n);
-    for (int r = 0; r < n; ++r) dealt[r] = r % 2;
-    out.push_back(dealt);
-  }
-  return out;
 }
 
 }  // namespace
