@@ -32,8 +32,7 @@ struct Clique::Slot {
   uint64_t seq = UINT64_MAX;
   int arrived = 0;
   std::vector<std::vector<Call>> calls;                   // by rank
-  std::vector<std::array<Stream, kMaxStreams>> streams;   // by rank: its distinct streams
-  std::vector<int> nstreams;                              // by rank
+  std::vector<BatchStreams> streams;                      // by rank
   std::vector<std::array<Event, kMaxStreams>> ready;      // by rank: "inputs ready" per stream
   std::vector<uint8_t> present;                           // by rank: deposited
   Event done = nullptr;
@@ -83,7 +82,6 @@ Status Clique::init() {
     auto s = std::make_unique<Slot>();
     s->calls.resize(nranks_);
     s->streams.resize(nranks_);
-    s->nstreams.assign(nranks_, 0);
     s->ready.resize(nranks_);
     s->present.assign(nranks_, 0);
     for (auto& perRank : s->ready) {
@@ -137,20 +135,9 @@ Status Clique::submit(std::span<const RankBatch> batches) {
           batches.front().rank, b.rank, seq, seq_[b.rank]);
   Slot& s = *slots_[seq % kSlots];
 
-  // The distinct streams of each rank's batch.
-  std::vector<std::array<Stream, kMaxStreams>> streams(batches.size());
-  std::vector<int> nstreams(batches.size(), 0);
+  std::vector<BatchStreams> streams(batches.size());
   for (size_t i = 0; i < batches.size(); ++i) {
-    for (const Call& c : *batches[i].calls) {
-      auto& st = streams[i];
-      if (std::find(st.begin(), st.begin() + nstreams[i], c.stream) != st.begin() + nstreams[i])
-        continue;
-      if (nstreams[i] == kMaxStreams)
-        return invalidUsage(
-            "{}: rank {} uses more than {} streams in one group on the device path", c.api,
-            batches[i].rank, kMaxStreams);
-      st[nstreams[i]++] = c.stream;
-    }
+    TUTTI_TRY_ASSIGN(streams[i], batchStreams(*batches[i].calls, batches[i].rank));
   }
 
   // Deposit. The launcher makes every CUDA call of the step (the ready events on every rank's
@@ -171,7 +158,6 @@ Status Clique::submit(std::span<const RankBatch> batches) {
       const int r = batches[i].rank;
       s.calls[r] = *batches[i].calls;
       s.streams[r] = streams[i];
-      s.nstreams[r] = nstreams[i];
       s.present[r] = 1;
     }
     s.arrived += static_cast<int>(batches.size());
@@ -179,7 +165,7 @@ Status Clique::submit(std::span<const RankBatch> batches) {
   }
   if (last) {
     Status st = ops_->setDevice(device_);
-    if (st.isOk()) st = launch(s, streams.front()[0]);
+    if (st.isOk()) st = launch(s, streams.front().at[0]);
     if (!st.isOk()) fail(st);
     s.error = st;
     s.state.store(st.isOk() ? kLaunched : kFailed, std::memory_order_release);
@@ -245,8 +231,8 @@ Status Clique::launch(Slot& s, Stream launchStream) {
   uint64_t capture = 0;
   int captureRank = -1;
   for (int r = 0; r < nranks_; ++r) {
-    for (int j = 0; j < s.nstreams[r]; ++j) {
-      TUTTI_TRY_ASSIGN(const uint64_t id, ops_->captureId(s.streams[r][j]));
+    for (int j = 0; j < s.streams[r].count; ++j) {
+      TUTTI_TRY_ASSIGN(const uint64_t id, ops_->captureId(s.streams[r].at[j]));
       if (captureRank < 0) {
         capture = id;
         captureRank = r;
@@ -266,18 +252,18 @@ Status Clique::launch(Slot& s, Stream launchStream) {
   // Every other stream's work so far before the launches; from then on "done" is recorded and
   // waited on by every other stream even when a launch fails, so that the streams stay ordered.
   for (int r = 0; r < nranks_; ++r) {
-    for (int j = 0; j < s.nstreams[r]; ++j) {
-      if (s.streams[r][j] == launchStream) continue;
-      TUTTI_TRY(ops_->record(s.ready[r][j], s.streams[r][j]));
+    for (int j = 0; j < s.streams[r].count; ++j) {
+      if (s.streams[r].at[j] == launchStream) continue;
+      TUTTI_TRY(ops_->record(s.ready[r][j], s.streams[r].at[j]));
       TUTTI_TRY(ops_->wait(launchStream, s.ready[r][j]));
     }
   }
   Status st = composer_.enqueue(s.calls, *ops_, launchStream);
   TUTTI_TRY(ops_->record(s.done, launchStream));
   for (int r = 0; r < nranks_; ++r) {
-    for (int j = 0; j < s.nstreams[r]; ++j) {
-      if (s.streams[r][j] == launchStream) continue;
-      Status w = ops_->wait(s.streams[r][j], s.done);
+    for (int j = 0; j < s.streams[r].count; ++j) {
+      if (s.streams[r].at[j] == launchStream) continue;
+      Status w = ops_->wait(s.streams[r].at[j], s.done);
       if (st.isOk() && !w.isOk()) st = w;
     }
   }

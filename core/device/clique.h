@@ -83,9 +83,6 @@ class Clique {
   int nranks() const { return nranks_; }
   int device() const { return device_; }
 
-  /// Distinct streams one rank may use in one call (a group spanning several streams).
-  static constexpr int kMaxStreams = 4;
-
  private:
   struct Slot;
   Clique(uint64_t key, int nranks, int device, StreamOps* ops);

@@ -3,6 +3,7 @@
 #include "core/device/compose.h"
 
 #include <algorithm>
+#include <cstring>
 #include <thread>
 
 #include "algorithms/selector.h"
@@ -126,6 +127,19 @@ std::string describeCall(const Call& c) {
   return out;
 }
 
+Result<BatchStreams> batchStreams(const std::vector<Call>& calls, int rank) {
+  BatchStreams b;
+  for (const Call& c : calls) {
+    if (std::find(b.at.begin(), b.at.begin() + b.count, c.stream) != b.at.begin() + b.count)
+      continue;
+    if (b.count == kMaxStreams)
+      return invalidUsage("{}: rank {} uses more than {} streams in one group on the device path",
+                          c.api, rank, kMaxStreams);
+    b.at[b.count++] = c.stream;
+  }
+  return b;
+}
+
 void bufferCounts(const Call& c, int rank, int nranks, size_t* in, size_t* out) {
   algo::CollShape s{c.coll, rank, nranks, c.count, c.dtype, c.op, c.root, false};
   *in = algo::bufferCount(s, algo::Buf::kInput);
@@ -165,28 +179,20 @@ Status Composer::enqueue(std::span<const std::vector<Call>> calls, StreamOps& op
 }
 
 Result<const CompiledCall*> Composer::compiled(const algo::CollShape& shape, const Call& c) {
+  int64_t scalar = -1;  // the scalar's bytes (a dtype element is at most 8 bytes), or none
+  if (c.preMul) std::memcpy(&scalar, c.scalar.data(), sizeof scalar);
+  const Key key{static_cast<int>(shape.coll), shape.count, static_cast<int>(shape.dtype),
+                static_cast<int>(shape.op), shape.root, shape.inPlace, scalar};
   std::lock_guard<std::mutex> lock(mu_);
-  for (const auto& k : cache_) {
-    const algo::CollShape& t = k->shape;
-    if (t.coll == shape.coll && t.count == shape.count && t.dtype == shape.dtype &&
-        t.op == shape.op && t.root == shape.root && t.inPlace == shape.inPlace &&
-        k->preMul == c.preMul && (!c.preMul || k->scalar == c.scalar))
-      return &k->call;
-  }
-  auto entry = std::make_unique<Cached>();
-  entry->shape = shape;
-  entry->preMul = c.preMul;
-  entry->scalar = c.scalar;
-  TUTTI_TRY_ASSIGN(entry->call, compileBest(shape, requestedAlgorithm(shape.coll),
-                                            c.preMul ? c.scalar.data() : nullptr));
+  if (auto it = cache_.find(key); it != cache_.end()) return &it->second;
+  TUTTI_TRY_ASSIGN(CompiledCall call, compileBest(shape, requestedAlgorithm(shape.coll),
+                                                  c.preMul ? c.scalar.data() : nullptr));
   TUTTI_LOG_INFO(Subsys::kTuning,
                  "device clique {:#x}: {} nranks={}{}: {} ({} launches, {} bytes read, {} "
                  "written) {}",
-                 key_, describeCall(c), nranks_, shape.inPlace ? " in place" : "",
-                 entry->call.algorithm, entry->call.launches.size(), entry->call.bytesRead,
-                 entry->call.bytesWritten, entry->call.reason);
-  cache_.push_back(std::move(entry));
-  return &cache_.back()->call;
+                 key_, describeCall(c), nranks_, shape.inPlace ? " in place" : "", call.algorithm,
+                 call.launches.size(), call.bytesRead, call.bytesWritten, call.reason);
+  return &cache_.emplace(key, std::move(call)).first->second;
 }
 
 Status Composer::enqueueCollective(std::span<const std::vector<Call>> calls, size_t index,

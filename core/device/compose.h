@@ -12,10 +12,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <span>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/device/compile.h"
@@ -49,6 +51,17 @@ struct Call {
 /// "allreduce of 1024 float sum", "broadcast of 16 int8 root 2": for messages.
 std::string describeCall(const Call& c);
 
+/// Distinct streams one rank may use in one call (a group spanning several streams).
+inline constexpr int kMaxStreams = 4;
+
+/// A batch's distinct streams in order of first use; the first one leads.
+struct BatchStreams {
+  std::array<Stream, kMaxStreams> at{};
+  int count = 0;
+};
+/// InvalidUsage (naming `rank`) when the batch uses more than kMaxStreams streams.
+Result<BatchStreams> batchStreams(const std::vector<Call>& calls, int rank);
+
 /// Elements of the send and receive buffers collective `c` (kColl) touches on `rank`: 0 for a
 /// buffer it does not use there (the receive buffer of a non-root reduce, ...).
 void bufferCounts(const Call& c, int rank, int nranks, size_t* in, size_t* out);
@@ -79,13 +92,9 @@ class Composer {
   const int nranks_;
   const uint64_t key_;
   std::mutex mu_;  // cache_
-  struct Cached {
-    algo::CollShape shape;
-    std::array<std::byte, 8> scalar{};
-    bool preMul = false;
-    CompiledCall call;
-  };
-  std::vector<std::unique_ptr<Cached>> cache_;
+  // Compiled calls by (coll, count, dtype, op, root, in place, premulsum scalar or -1).
+  using Key = std::tuple<int, size_t, int, int, int, bool, int64_t>;
+  std::map<Key, CompiledCall> cache_;  // node-based: entries never move
 };
 
 /// How long a rank waits for its peers before its call fails with Timeout: TUTTI_TIMEOUT seconds

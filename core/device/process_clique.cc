@@ -28,7 +28,6 @@ constexpr uint64_t kMagic = 0x7570677474747574ull;  // "tuttgpu"
 constexpr int kDepth = 4;             // posts a rank may be ahead of the leader
 constexpr int kMaxCallsPerPost = 16;  // operations in one rank's batch (a group)
 constexpr uint64_t kFlagBit = 1, kAbortBit = uint64_t{1} << 32;
-constexpr int kMaxStreams = 4;  // distinct streams in one batch
 
 struct WireBuffer {
   std::array<std::byte, 64> handle{};
@@ -299,27 +298,15 @@ Status ProcessClique::submit(const std::vector<Call>& calls, const std::atomic<b
 
 namespace {
 
-// The batch's distinct streams, the first one leading. InvalidUsage past kMaxStreams.
-Result<std::vector<Stream>> streamsOf(const std::vector<Call>& calls) {
-  std::vector<Stream> out;
-  for (const Call& c : calls) {
-    if (std::find(out.begin(), out.end(), c.stream) != out.end()) continue;
-    if (out.size() == kMaxStreams)
-      return invalidUsage("{}: more than {} streams in one group on the device path",
-                          c.api, kMaxStreams);
-    out.push_back(c.stream);
-  }
-  return out;
-}
-
-// Makes streams[0] wait for the others' earlier work (join: false), or the others wait for
-// streams[0]'s (join: true), with the events 2k (before) and 2k + 1 (after) of stream k.
-Status joinStreams(StreamOps& ops, const std::vector<Stream>& streams,
-                   const std::vector<Event>& events, bool after) {
-  for (size_t k = 1; k < streams.size(); ++k) {
+// Makes the leading stream wait for the others' earlier work (after: false), or the others wait
+// for the leading stream's (after: true), with the events 2k (before) and 2k + 1 (after) of
+// stream k.
+Status joinStreams(StreamOps& ops, const BatchStreams& streams, const std::vector<Event>& events,
+                   bool after) {
+  for (int k = 1; k < streams.count; ++k) {
     const Event e = events[2 * k + (after ? 1 : 0)];
-    TUTTI_TRY(ops.record(e, after ? streams[0] : streams[k]));
-    TUTTI_TRY(ops.wait(after ? streams[k] : streams[0], e));
+    TUTTI_TRY(ops.record(e, after ? streams.at[0] : streams.at[k]));
+    TUTTI_TRY(ops.wait(after ? streams.at[k] : streams.at[0], e));
   }
   return Status::ok();
 }
@@ -328,7 +315,7 @@ Status joinStreams(StreamOps& ops, const std::vector<Stream>& streams,
 
 Status ProcessClique::submitPeer(const std::vector<Call>& calls,
                                  const std::atomic<bool>* aborted) {
-  TUTTI_TRY_ASSIGN(const std::vector<Stream> streams, streamsOf(calls));
+  TUTTI_TRY_ASSIGN(const BatchStreams streams, batchStreams(calls, rank_));
   Mailbox& box = region_->box[rank_];
   const auto limit = waitLimit();
   TUTTI_TRY(waitUntil(
@@ -395,10 +382,10 @@ Status ProcessClique::submitPeer(const std::vector<Call>& calls,
   ++seq_;
   // The stream's side of the handshake, on the batch's first stream.
   TUTTI_TRY(joinStreams(*ops_, streams, events_, false));
-  TUTTI_TRY(ops_->writeValue(streams[0], handshake(regionDev_->ready[rank_]), 1));
-  TUTTI_TRY(ops_->waitAny(streams[0], &regionDev_->done[rank_].word, kFlagBit | kAbortBit));
-  TUTTI_TRY(ops_->writeValue(streams[0], handshake(regionDev_->done[rank_]), 0));
-  TUTTI_TRY(ops_->record(last_, streams[0]));
+  TUTTI_TRY(ops_->writeValue(streams.at[0], handshake(regionDev_->ready[rank_]), 1));
+  TUTTI_TRY(ops_->waitAny(streams.at[0], &regionDev_->done[rank_].word, kFlagBit | kAbortBit));
+  TUTTI_TRY(ops_->writeValue(streams.at[0], handshake(regionDev_->done[rank_]), 0));
+  TUTTI_TRY(ops_->record(last_, streams.at[0]));
   used_ = true;
   TUTTI_TRY(joinStreams(*ops_, streams, events_, true));
   if (!error.empty()) return invalidUsage("{}", error);
@@ -407,7 +394,7 @@ Status ProcessClique::submitPeer(const std::vector<Call>& calls,
 
 Status ProcessClique::submitLeader(const std::vector<Call>& calls,
                                    const std::atomic<bool>* aborted) {
-  TUTTI_TRY_ASSIGN(const std::vector<Stream> streams, streamsOf(calls));
+  TUTTI_TRY_ASSIGN(const BatchStreams streams, batchStreams(calls, rank_));
   const auto limit = waitLimit();
   std::vector<std::vector<Call>> all(nranks_);
   std::vector<std::string> apis;  // the peers' api names, which the Calls point into
@@ -483,13 +470,13 @@ Status ProcessClique::submitLeader(const std::vector<Call>& calls,
   // Every peer's stream is released whatever happened: ready consumed, done set.
   TUTTI_TRY(joinStreams(*ops_, streams, events_, false));
   for (int r = 1; r < nranks_; ++r) {
-    TUTTI_TRY(ops_->waitAny(streams[0], &regionDev_->ready[r].word, kFlagBit | kAbortBit));
-    TUTTI_TRY(ops_->writeValue(streams[0], handshake(regionDev_->ready[r]), 0));
+    TUTTI_TRY(ops_->waitAny(streams.at[0], &regionDev_->ready[r].word, kFlagBit | kAbortBit));
+    TUTTI_TRY(ops_->writeValue(streams.at[0], handshake(regionDev_->ready[r]), 0));
   }
-  if (st.isOk()) st = composer_.enqueue(all, *ops_, streams[0]);
+  if (st.isOk()) st = composer_.enqueue(all, *ops_, streams.at[0]);
   for (int r = 1; r < nranks_; ++r)
-    TUTTI_TRY(ops_->writeValue(streams[0], handshake(regionDev_->done[r]), 1));
-  TUTTI_TRY(ops_->record(last_, streams[0]));
+    TUTTI_TRY(ops_->writeValue(streams.at[0], handshake(regionDev_->done[r]), 1));
+  TUTTI_TRY(ops_->record(last_, streams.at[0]));
   used_ = true;
   TUTTI_TRY(joinStreams(*ops_, streams, events_, true));
   if (!st.isOk()) fail(st.message());

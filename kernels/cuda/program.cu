@@ -38,12 +38,8 @@ __global__ void __launch_bounds__(tutti::kernels::cuda::prog::kThreads, 2)
       plan.ndsts = op.ndsts;
       units = program::workUnits(l);
     }
-    uint64_t inclusive = units;
-    for (int delta = 1; delta < 32; delta *= 2) {
-      const uint64_t below = __shfl_up_sync(0xFFFFFFFFu, inclusive, delta);
-      if (lane >= delta) inclusive += below;
-    }
-    if (lane < prog.nops) plans[lane].rotate = (inclusive - units) % nthreads;
+    const uint64_t before = warpExclusiveSum(units, lane);
+    if (lane < prog.nops) plans[lane].rotate = before % nthreads;
   }
   __syncthreads();
 #pragma unroll 1

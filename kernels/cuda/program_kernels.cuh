@@ -77,6 +77,16 @@ __device__ __forceinline__ uint64_t virtualThread(uint64_t tid, uint64_t rotate,
   return v >= nthreads ? v - nthreads : v;
 }
 
+/// The sum of `v` over the lanes below `lane` (a whole warp calls it).
+__device__ __forceinline__ uint64_t warpExclusiveSum(uint64_t v, int lane) {
+  uint64_t inclusive = v;
+  for (int delta = 1; delta < 32; delta *= 2) {
+    const uint64_t below = __shfl_up_sync(0xFFFFFFFFu, inclusive, delta);
+    if (lane >= delta) inclusive += below;
+  }
+  return inclusive - v;
+}
+
 /// Warp 0, lane o: the plan of op o, and the rotation (an exclusive scan of the ops' work over
 /// the lanes, modulo the grid's threads).
 template <typename T>
@@ -110,12 +120,8 @@ __device__ void planOps(const Program& prog, const Buffers& bufs, uint64_t nthre
     plan.perRound = static_cast<uint8_t>(op.nleaves > kSlots ? 1 : kSlots / op.nleaves);
     units = program::workUnits(l);
   }
-  uint64_t inclusive = units;
-  for (int delta = 1; delta < 32; delta *= 2) {
-    const uint64_t below = __shfl_up_sync(0xFFFFFFFFu, inclusive, delta);
-    if (lane >= delta) inclusive += below;
-  }
-  if (lane < prog.nops) plans[lane].rotate = (inclusive - units) % nthreads;
+  const uint64_t before = warpExclusiveSum(units, lane);
+  if (lane < prog.nops) plans[lane].rotate = before % nthreads;
 }
 
 // ---- packs: N elements of T, 16 bytes or one element ----
