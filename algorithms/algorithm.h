@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "algorithms/schedule.h"
-#include "core/status.h"
+#include "base/status.h"
 
 namespace tutti::algo {
 

@@ -37,7 +37,7 @@ constexpr double kAlphaBytes = 32 << 10;
 // Pieces are no larger than this (beyond the latency-optimal count): a piece then stays in cache
 // between arriving, being reduced and being passed on, which is what makes the pipelined tree
 // beat ring and Rabenseifner at large sizes on a loaded host (LinkModel::cacheBytes). 256 KiB
-// rather than 512 (session 10, 2 ranks, alternating launches in the fast vCPU placement): tcp
+// rather than 512 (2 ranks, alternating launches in the fast vCPU placement): tcp
 // 16 MiB 4.9 against 6.5-7.5 ms and 64 MiB 20.1-20.4 against 26.5-29.8 ms (the tcp transport
 // reduces through a 256 KiB staging buffer); shm 16 MiB 1.63-1.85 against 1.81-2.19 ms; 64 and
 // 256 MiB unchanged within the noise.

@@ -20,19 +20,18 @@ namespace {
 
 // shm, fitted to the quiet 8 B..32 KiB allreduce timings of docs/PERFORMANCE.md on the 2-core
 // development VM: about 0.4 us per round with 2 ranks (alpha 0.3 + o 0.1). With 4 ranks on 2
-// cores (session 6, `tutti-perf --algo all`, 8-128 B): one_shot 3.85 us (1 round, 3 messages per
+// cores (`tutti-perf --algo all`, 8-128 B): one_shot 3.85 us (1 round, 3 messages per
 // rank), recursive doubling 4.15 (2, 2), Rabenseifner 7.1 (4, 4), two_shot 4.9-7.3 (2, 6), ring
 // 6.5-11.8 (6, 6): about 0.9 us per round and 0.6 per message. A round waits for a peer that
 // must first be scheduled, and a message costs its sender a wake-up. So both alpha and o grow
-// with the load (ranks / PUs): alpha 0.3 + 0.3 load, o 0.3 load. (An earlier fit, alpha 0.3 and
-// o 0.8, predates the engine's yield-then-futex waits and picked recursive doubling for 8 B.)
+// with the load (ranks / PUs): alpha 0.3 + 0.3 load, o 0.3 load.
 constexpr double kShmLatencyUs = 0.3;
 constexpr double kOversubscribedRoundUs = 0.3;     // alpha += this * ranks / PUs when ranks > PUs
 constexpr double kOversubscribedOverheadUs = 0.3;  // o = this * ranks / PUs when ranks > PUs
 // Cache term for shm (LinkParams::streamFactor, LinkModel::cacheBytes): the bytes of one message
 // beyond the cache move at a fraction of the bandwidth. Fitted to tutti-perf --algo all on the
-// 2-core development VM (1 MiB of L2 per core) once the double binary tree's pieces were capped
-// at 512 KiB (docs/PERFORMANCE.md, session 5):
+// 2-core development VM (1 MiB of L2 per core) with the double binary tree's pieces capped at
+// 512 KiB:
 //  - one rank per PU (2 ranks): ring and Rabenseifner (one block of S/2 per step) ran 1.07-1.24x
 //    the pipelined tree's time from 8 to 256 MiB and 0.85-0.9x at 2-4 MiB, where the model had
 //    them equal: 0.75 beyond the default 2 MiB;

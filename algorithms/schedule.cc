@@ -5,6 +5,7 @@
 #include <map>
 
 #include "algorithms/algorithm.h"
+#include "base/collectives.h"
 
 namespace tutti::algo {
 
@@ -31,22 +32,9 @@ const char* bufName(Buf b) {
 }
 
 size_t bufferCount(const CollShape& s, Buf buf) {
-  const size_t n = static_cast<size_t>(s.nranks), c = s.count;
-  const bool root = s.rank == s.root;
-  const bool in = buf == Buf::kInput;
-  switch (s.coll) {
-    case Coll::kAllReduce: return c;
-    case Coll::kAllGather: return in ? c : n * c;
-    case Coll::kReduceScatter: return in ? n * c : c;
-    case Coll::kBroadcast: return in ? (root ? c : 0) : c;
-    case Coll::kReduce: return in ? c : (root ? c : 0);
-    case Coll::kAllToAll: return n * c;
-    case Coll::kGather: return in ? c : (root ? n * c : 0);
-    case Coll::kScatter: return in ? (root ? n * c : 0) : c;
-    case Coll::kSendRecv: return c;
-    case Coll::kBarrier: return 0;
-  }
-  return 0;
+  const CollInfo& info = collInfo(s.coll);
+  return extentCount(buf == Buf::kInput ? info.input : info.output, s.count, s.nranks,
+                     s.rank == s.root);
 }
 
 namespace {

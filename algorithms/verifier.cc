@@ -13,6 +13,7 @@
 #include "algorithms/verifier.h"
 
 #include "algorithms/verifier_state.h"
+#include "base/collectives.h"
 
 #include <algorithm>
 #include <map>
@@ -133,19 +134,17 @@ class Verifier {
       st.view[2] = {2, 0, sched_[r].scratchCount};
       uint64_t physIn = in, physOut = out;
       if (shape_.inPlace) {
-        switch (shape_.coll) {
-          case Coll::kAllReduce:
-          case Coll::kBroadcast:
-          case Coll::kReduce:
+        switch (collInfo(shape_.coll).inPlace) {
+          case InPlaceForm::kSame:
             if (out > 0) st.view[0] = {1, 0, in}, physIn = 0;
             break;
-          case Coll::kAllGather:
+          case InPlaceForm::kSendInRecv:
             st.view[0] = {1, rc, in}, physIn = 0;
             break;
-          case Coll::kReduceScatter:
+          case InPlaceForm::kRecvInSend:
             st.view[1] = {0, rc, out}, physOut = 0;
             break;
-          default:
+          case InPlaceForm::kNone:
             break;
         }
       }

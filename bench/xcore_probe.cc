@@ -47,12 +47,10 @@ double median(std::vector<double> v) {
 }
 
 // The shared cache lines of one measurement, on a page of their own, and a start line: every
-// measurement times its loop only once both threads are pinned and spinning. (Until 2026-11-25
-// they were not: the helper thread inherited the main thread's pinning to CPU A, so it could not
-// start, and pin itself to CPU B, until the scheduler preempted the main thread, which was
-// already spinning on CPU A inside the timed loop. That wait, about 3-4 ms, was counted in the
-// loop: exchange_ns read 150-200 ns where the exchange takes 46-56, and round_trip_ns 150-330
-// where it takes about 100, in the fast placement. docs/PERFORMANCE.md, "Session 12".)
+// measurement times its loop only once both threads are pinned and spinning: a helper thread that
+// inherited the main thread's pinning to CPU A could not start, and pin itself to CPU B, until
+// the scheduler preempted the main thread spinning on CPU A inside the timed loop, and that wait
+// (3-4 ms) would be counted in the loop.
 struct alignas(4096) Shared {
   struct alignas(128) Line {
     std::atomic<uint64_t> seq{0};

@@ -2,11 +2,11 @@
 // The public C++ API (include/tutti/tutti.hpp) on top of CommImpl: UniqueId creation, the
 // launcher-environment path, and one thin forwarding function per collective.
 #include "algorithms/algorithm.h"
+#include "base/config.h"
+#include "base/env.h"
+#include "base/log.h"
 #include "core/comm.h"
-#include "core/config.h"
-#include "core/env.h"
 #include "core/launcher_env.h"
-#include "core/log.h"
 
 namespace tutti {
 

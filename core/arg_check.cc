@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "algorithms/schedule.h"
+#include "base/collectives.h"
 
 namespace tutti::detail {
 
@@ -16,24 +16,19 @@ bool overlaps(const void* a, size_t aBytes, const void* b, size_t bBytes) {
   return x < y + bBytes && y < x + aBytes;
 }
 
-bool isRooted(Coll c) {
-  return c == Coll::kBroadcast || c == Coll::kReduce || c == Coll::kGather || c == Coll::kScatter;
-}
-
 // What the in-place form of a collective is, for the overlap error.
-const char* inPlaceHint(Coll c) {
-  switch (c) {
-    case Coll::kAllReduce:
-    case Coll::kBroadcast:
-    case Coll::kReduce:
+const char* inPlaceHint(InPlaceForm f) {
+  switch (f) {
+    case InPlaceForm::kSame:
       return "; in place means sendbuff == recvbuff";
-    case Coll::kAllGather:
+    case InPlaceForm::kSendInRecv:
       return "; in place means sendbuff == recvbuff + rank*count";
-    case Coll::kReduceScatter:
+    case InPlaceForm::kRecvInSend:
       return "; in place means recvbuff == sendbuff + rank*count";
-    default:
-      return "; this collective has no in-place form";
+    case InPlaceForm::kNone:
+      break;
   }
+  return "; this collective has no in-place form";
 }
 
 }  // namespace
@@ -57,7 +52,8 @@ Status checkCall(const CallArgs& a, int rank, int nranks, bool* inPlace) {
   // same, since the plan cache keys on it.
   if (!isValid(a.op))
     return invalidArgument("{}: invalid reduction op (op={})", a.api, static_cast<int>(a.op));
-  if (isRooted(a.coll) && (a.root < 0 || a.root >= nranks))
+  const CollInfo& info = collInfo(a.coll);
+  if (info.rooted && (a.root < 0 || a.root >= nranks))
     return invalidArgument("{}: root {} is outside [0, {}) (root={}, rank={})", a.api, a.root,
                            nranks, a.root, rank);
   if (a.coll == Coll::kSendRecv) {
@@ -75,9 +71,8 @@ Status checkCall(const CallArgs& a, int rank, int nranks, bool* inPlace) {
   if (a.count == 0 || a.coll == Coll::kBarrier) return Status::ok();
   TUTTI_TRY(checkCount(a.api, a.count, a.dtype, nranks));
   const size_t elem = dataTypeBytes(a.dtype);
-  algo::CollShape s{a.coll, rank, nranks, a.count, a.dtype, a.op, a.root, false};
-  size_t inBytes = algo::bufferCount(s, algo::Buf::kInput) * elem;
-  size_t outBytes = algo::bufferCount(s, algo::Buf::kOutput) * elem;
+  size_t inBytes = inputCount(a.coll, a.count, nranks, rank, a.root) * elem;
+  size_t outBytes = outputCount(a.coll, a.count, nranks, rank, a.root) * elem;
   if (a.coll == Coll::kSendRecv) {
     if (a.sendPeer < 0) inBytes = 0;
     if (a.recvPeer < 0) outBytes = 0;
@@ -92,26 +87,24 @@ Status checkCall(const CallArgs& a, int rank, int nranks, bool* inPlace) {
   const auto* sp = static_cast<const std::byte*>(a.send);
   const auto* rp = static_cast<const std::byte*>(a.recv);
   const size_t rankOffset = static_cast<size_t>(rank) * a.count * elem;
-  switch (a.coll) {
-    case Coll::kAllReduce:
-    case Coll::kBroadcast:
-    case Coll::kReduce:
+  switch (info.inPlace) {
+    case InPlaceForm::kSame:
       *inPlace = sp == rp;
       break;
-    case Coll::kAllGather:
+    case InPlaceForm::kSendInRecv:
       *inPlace = sp == rp + rankOffset;
       break;
-    case Coll::kReduceScatter:
+    case InPlaceForm::kRecvInSend:
       *inPlace = rp == sp + rankOffset;
       break;
-    default:
+    case InPlaceForm::kNone:
       break;
   }
   if (!*inPlace)
     return invalidArgument(
         "{}: sendbuff and recvbuff overlap in a way {} does not allow "
         "(sendbuff={}, recvbuff={}, count={}, rank={}){}",
-        a.api, a.api, a.send, a.recv, a.count, rank, inPlaceHint(a.coll));
+        a.api, a.api, a.send, a.recv, a.count, rank, inPlaceHint(info.inPlace));
   return Status::ok();
 }
 

@@ -9,23 +9,12 @@
 #include <cstddef>
 #include <tutti/types.hpp>
 
-#include "core/status.h"
+#include "base/collectives.h"
+#include "base/status.h"
 
 namespace tutti::detail {
 
-/// One call's arguments, as the API received them.
-struct CallArgs {
-  Coll coll = Coll::kAllReduce;
-  const void* send = nullptr;
-  void* recv = nullptr;
-  size_t count = 0;
-  DataType dtype = DataType::kFloat32;
-  RedOp op = RedOp::kSum;
-  int root = 0;
-  int sendPeer = -1;     ///< point to point: -1 when this call does not send
-  int recvPeer = -1;     ///< point to point: -1 when this call does not receive
-  const char* api = "";  ///< "allReduce", for messages
-};
+using tutti::CallArgs;  // base/collectives.h
 
 /// InvalidArgument when `count` elements of `dtype`, times `nranks` (the largest buffer any
 /// collective addresses), do not fit in half of size_t: "allReduce: count 4611686018427387904

@@ -13,8 +13,8 @@
 #include <thread>
 #include <unistd.h>
 
+#include "base/log.h"
 #include "core/bootstrap_wire.h"
-#include "core/log.h"
 
 namespace tutti::bootstrap {
 

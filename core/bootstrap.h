@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "base/socket.h"
 #include "core/bootstrap_wire.h"
-#include "core/socket.h"
 #include <tutti/tutti.hpp>
 
 namespace tutti::bootstrap {

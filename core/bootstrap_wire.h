@@ -12,8 +12,8 @@
 #include <string_view>
 #include <vector>
 
-#include "core/socket.h"
-#include "core/status.h"
+#include "base/socket.h"
+#include "base/status.h"
 #include "transports/transport.h"
 
 namespace tutti::bootstrap::wire {

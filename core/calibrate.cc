@@ -33,10 +33,10 @@
 #include <sstream>
 
 #include "algorithms/link_model.h"
+#include "base/env.h"
+#include "base/host_id.h"
+#include "base/log.h"
 #include "core/comm.h"
-#include "core/env.h"
-#include "core/host_id.h"
-#include "core/log.h"
 #include "kernels/reduce.h"
 
 namespace tutti::detail {

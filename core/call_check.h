@@ -15,7 +15,7 @@
 #include <span>
 #include <string>
 
-#include "core/status.h"
+#include "base/status.h"
 #include <tutti/types.hpp>
 
 namespace tutti {

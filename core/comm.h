@@ -71,6 +71,9 @@ class CommImpl final : public ExecHooks, public hang::Source {
   Status asyncError() const;
   /// The bootstrap (its point-to-point messages work after a failure: ncclCommShrink).
   bootstrap::Bootstrap& bootstrapRing() { return *boot_; }
+  /// Fused inputs and outputs and premultiplied inputs of batches (core/batch.cc); grows only.
+  /// Used by the thread running a batch (one at a time, as every call on a communicator).
+  std::vector<std::byte>& batchStaging() { return batchStaging_; }
   Status setAlgorithm(Coll coll, const std::string& name);
   Result<std::string> loadSchedule(const std::string& path);
   /// The selector's decision for a call of this shape (cached; core/selection.cc).
@@ -153,6 +156,7 @@ class CommImpl final : public ExecHooks, public hang::Source {
   const Plan* hugePlan_ = nullptr;
   int hugeUses_ = 0;
   std::vector<std::byte> scratchPool_;  // shared by all plans (one executes at a time)
+  std::vector<std::byte> batchStaging_;
 
   // Selection (core/selection.cc): the job's topology as a link model, the hierarchy groups
   // (CollShape::hostOf), TUTTI_ALGO / NCCL_ALGO, and the decisions per call shape (cleared with
@@ -198,6 +202,12 @@ class CommImpl final : public ExecHooks, public hang::Source {
   std::atomic<int> curColl_{0};
   std::optional<bootstrap::wire::Notice> notice_;  // the notice that failed the running call
   std::optional<bootstrap::wire::Notice> timeoutNotice_;  // another rank timed out
+};
+
+/// The implementation behind a Communicator, for core's own entries that are not in the public
+/// header (core/batch.h). Null for a moved-from communicator.
+struct CommAccess {
+  static CommImpl* get(const Communicator& c) { return c.impl_.get(); }
 };
 
 }  // namespace tutti::detail

@@ -5,9 +5,9 @@
 
 #include <thread>
 
+#include "base/env.h"
+#include "base/log.h"
 #include "core/comm.h"
-#include "core/env.h"
-#include "core/log.h"
 #include "core/trace.h"
 
 namespace tutti::detail {

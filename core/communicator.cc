@@ -11,11 +11,11 @@
 #include "algorithms/algorithm.h"
 #include "algorithms/schedule_json.h"
 #include "algorithms/verifier.h"
+#include "base/env.h"
+#include "base/host_id.h"
+#include "base/log.h"
 #include "core/comm.h"
-#include "core/env.h"
-#include "core/host_id.h"
 #include "core/huge_pages.h"
-#include "core/log.h"
 
 namespace tutti::detail {
 
@@ -431,10 +431,10 @@ Result<Plan*> CommImpl::plan(const CallArgs& a, bool inPlace) {
   const size_t huge = hugepages::thresholdBytes();
   p->adviseHuge = huge > 0 && a.count * p->elemBytes * static_cast<size_t>(nranks_) >= huge;
   // Past the cache, the local copies that write their range for the last time bypass it (2-rank
-  // allgather 64 MiB 9.4 -> 7.8 ms, docs/PERFORMANCE.md "Session 8"), and so do an allreduce's
+  // allgather 64 MiB 9.4 -> 7.8 ms), and so do an allreduce's
   // receives. Receives only in an allreduce: there the receiving rank also streams its input and
   // the reductions through the cache; for the copy-only collectives (broadcast, allgather,
-  // alltoall) 2 ranks measured 10-30% slower with it ("Session 7: streaming receives").
+  // alltoall) 2 ranks measured 10-30% slower with it.
   if (streamBytes_ > 0 &&
       algo::bufferCount(shape, algo::Buf::kOutput) * p->elemBytes >= streamBytes_)
     p->streaming = algo::lastTouchWrites(p->schedule, inPlace, a.coll == Coll::kAllReduce);
@@ -481,8 +481,8 @@ Status CommImpl::execute(const CallArgs& a, bool inPlace) {
   const auto t0 = traceTrack_ >= 0 ? std::chrono::steady_clock::now()
                                    : std::chrono::steady_clock::time_point{};
   Status s = tutti::execute(plan, a.send, a.recv, scratchPool_.data(), exec_, seq_);
-  // The common ending inline (no trace, no error): about 15 ns of a 1-rank 8-byte call went to
-  // the out-of-line afterCall (docs/PERFORMANCE.md, "Session 12").
+  // The common ending inline (no trace, no error): the out-of-line afterCall costs about 15 ns of
+  // a 1-rank 8-byte call.
   if (s.isOk() && traceTrack_ < 0) {
     recordOk(plan, timed, k0);
     return s;

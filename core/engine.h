@@ -18,9 +18,9 @@
 #include <vector>
 
 #include "algorithms/schedule.h"
+#include "base/status.h"
 #include "core/call_check.h"
 #include "core/stats.h"
-#include "core/status.h"
 #include "kernels/reduce.h"
 #include "transports/transport.h"
 

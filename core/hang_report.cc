@@ -13,9 +13,9 @@
 #include <thread>
 #include <vector>
 
-#include "core/env.h"
-#include "core/log.h"
-#include "core/status.h"
+#include "base/env.h"
+#include "base/log.h"
+#include "base/status.h"
 
 namespace tutti::hang {
 

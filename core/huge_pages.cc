@@ -15,8 +15,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/env.h"
-#include "core/log.h"
+#include "base/env.h"
+#include "base/log.h"
 
 namespace tutti::hugepages {
 namespace {

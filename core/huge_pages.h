@@ -4,8 +4,7 @@
 // kernel's copies for tcp and single-copy shm), and in a virtual machine each TLB miss is a
 // two-level page walk. With the buffers on 2 MiB pages, float32 allreduce over shm measured
 // 2 ranks 16 MiB 1.90-2.43 -> 1.72-1.92 ms, 64 MiB 9.1-10.5 -> 8.1-8.3 ms, 4 ranks 16 MiB
-// 5.9-8.4 -> 5.2-6.4 ms; over tcp no gain was measured (docs/PERFORMANCE.md, "Session 10:
-// huge pages").
+// 5.9-8.4 -> 5.2-6.4 ms; over tcp no gain was measured.
 //
 // tutti cannot choose how the caller allocates, so on the second call that uses a buffer of at
 // least TUTTI_HUGE_PAGE_BYTES it asks the kernel to rebuild the 2 MiB-aligned part inside the

@@ -7,7 +7,7 @@
 
 #include <functional>
 
-#include "core/env.h"
+#include "base/env.h"
 
 namespace tutti {
 

@@ -7,10 +7,10 @@
 #include <algorithm>
 
 #include "algorithms/link_model.h"
+#include "base/env.h"
+#include "base/host_id.h"
+#include "base/log.h"
 #include "core/comm.h"
-#include "core/env.h"
-#include "core/host_id.h"
-#include "core/log.h"
 #include "topology/topology.h"
 
 namespace tutti::detail {

@@ -76,20 +76,4 @@ void StatsTable::reset() {
   }
 }
 
-uint64_t messageBytes(Coll coll, size_t count, DataType dtype, int nranks) {
-  const uint64_t b = static_cast<uint64_t>(count) * dataTypeBytes(dtype);
-  switch (coll) {
-    case Coll::kAllGather:
-    case Coll::kReduceScatter:
-    case Coll::kAllToAll:
-    case Coll::kGather:
-    case Coll::kScatter:
-      return b * static_cast<uint64_t>(nranks);
-    case Coll::kBarrier:
-      return 0;
-    default:
-      return b;
-  }
-}
-
 }  // namespace tutti

@@ -13,6 +13,8 @@
 
 #include <tutti/tutti.hpp>
 
+#include "base/collectives.h"
+
 namespace tutti {
 
 class StatsTable {
@@ -57,7 +59,7 @@ class StatsTable {
   /// timed, else the slot's last timed duration. Executing thread only; finds the row (under the
   /// mutex) on the slot's first call.
   /// Inline: it runs once per call (the 2-rank 8-byte allreduce spends its whole duration on the
-  /// critical path, docs/PERFORMANCE.md "Session 12").
+  /// critical path).
   void record(Slot& slot, Coll coll, const std::string& algorithm, uint64_t bytes,
               uint64_t wireBytes, bool timed, uint64_t ticks) {
     if (!slot.row) slot.row = findRow(coll, algorithm);
@@ -96,9 +98,5 @@ class StatsTable {
   uint64_t tick0_ = 0;
   std::chrono::steady_clock::time_point t0_;
 };
-
-/// The message size of a call as nccl-tests reports it (bytes): count x dtype size, times nranks
-/// for allgather, reducescatter, alltoall, gather and scatter; 0 for a barrier.
-uint64_t messageBytes(Coll coll, size_t count, DataType dtype, int nranks);
 
 }  // namespace tutti

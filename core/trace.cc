@@ -10,8 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/env.h"
-#include "core/log.h"
+#include "base/env.h"
+#include "base/log.h"
 
 namespace tutti::trace {
 

@@ -3,10 +3,10 @@
 // on device memory: one kernel launch per Program, bit for bit the results of the CPU emulator
 // (kernels/program_host.h's runOnHost). No CUDA types appear here: a stream is a void* (a
 // cudaStream_t; nullptr is the legacy default stream). Built only when TUTTI_HAVE_CUDA
-// (core/config.h); link tutti_cuda_kernels.
+// (base/config.h); link tutti_cuda_kernels.
 #pragma once
 
-#include "core/status.h"
+#include "base/status.h"
 #include "kernels/program.h"
 
 namespace tutti::kernels::cuda {

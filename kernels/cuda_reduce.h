@@ -2,14 +2,14 @@
 // Host-side API of the CUDA reduction kernels (kernels/cuda/*.cu): the dtype x op matrix of
 // kernels/reduce.h on device memory, enqueued on a caller's stream. No CUDA types appear here:
 // a stream is passed as void* (a cudaStream_t; nullptr is the legacy default stream). Built
-// only when TUTTI_HAVE_CUDA (core/config.h); link tutti_cuda_kernels.
+// only when TUTTI_HAVE_CUDA (base/config.h); link tutti_cuda_kernels.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <span>
 
-#include "core/status.h"
+#include "base/status.h"
 #include <tutti/types.hpp>
 
 namespace tutti::kernels::cuda {

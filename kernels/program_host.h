@@ -6,7 +6,7 @@
 // executing a Program on host memory.
 #pragma once
 
-#include "core/status.h"
+#include "base/status.h"
 #include "kernels/program.h"
 
 namespace tutti::kernels::program {

@@ -9,7 +9,7 @@
 #include <cstddef>
 #include <span>
 
-#include "core/status.h"
+#include "base/status.h"
 #include <tutti/types.hpp>
 
 namespace tutti::kernels {

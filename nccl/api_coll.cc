@@ -6,8 +6,8 @@
 #include <cstring>
 #include <set>
 
+#include "base/config.h"
 #include "core/arg_check.h"
-#include "core/config.h"
 #include "nccl/device.h"
 #include "nccl/group.h"
 #include "nccl/internal.h"

@@ -7,14 +7,14 @@
 #include <numeric>
 #include <thread>
 
+#include "base/config.h"
+#include "base/env.h"
+#include "base/log.h"
+#include "core/batch.h"
 #include "core/bootstrap.h"
-#include "core/comm.h"
-#include "core/config.h"
 #include "core/device/clique.h"
 #include "core/device/process_clique.h"
-#include "core/env.h"
 #include "core/launcher_env.h"
-#include "core/log.h"
 #include "nccl/device.h"
 #include "nccl/group.h"
 #include "nccl/internal.h"
@@ -248,7 +248,6 @@ Status doShrink(CommState& parent, std::vector<int> survivors, CommState* child,
     parent.aborted.store(true);
     parent.comm.abort();
   }
-  bootstrap::Bootstrap& boot = parent.comm.impl()->bootstrapRing();
   const uint64_t tag = 0x5348524b00000000ull | (seq & 0xffffffffull);  // "SHRK"
   std::string list;
   for (int r : survivors) list += fmt::format("{},", r);
@@ -264,13 +263,13 @@ Status doShrink(CommState& parent, std::vector<int> survivors, CommState* child,
                                  : "E" + fresh.status().message();
     Status sent;
     for (int r : survivors)
-      if (r != leader && sent.isOk()) sent = boot.sendTo(r, tag, body, timeout);
+      if (r != leader && sent.isOk()) sent = bootstrapSend(parent.comm, r, tag, body, timeout);
     TUTTI_TRY(fresh.status());
     if (!sent.isOk())
       return Status(sent.code(), "ncclCommShrink: sending the new id: " + sent.message());
     id = fresh.value();
   } else {
-    auto got = boot.recvFrom(leader, tag, timeout);
+    auto got = bootstrapRecv(parent.comm, leader, tag, timeout);
     if (!got.isOk())
       return Status(got.status().code(),
                     fmt::format("ncclCommShrink: waiting for the new id from rank {} (the lowest "

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "core/env.h"
-#include "core/log.h"
+#include "base/env.h"
+#include "base/log.h"
 #include "nccl/internal.h"
 
 extern char** environ;

@@ -4,9 +4,9 @@
 #include <cstring>
 #include <deque>
 
-#include "core/config.h"
-#include "core/env.h"
-#include "core/log.h"
+#include "base/config.h"
+#include "base/env.h"
+#include "base/log.h"
 #include "nccl/internal.h"
 
 #if TUTTI_HAVE_CUDA

@@ -11,8 +11,8 @@
 #include <map>
 #include <mutex>
 
-#include "core/config.h"
-#include "core/log.h"
+#include "base/config.h"
+#include "base/log.h"
 
 #if TUTTI_HAVE_CUDA
 #include <cuda_runtime_api.h>

@@ -9,12 +9,12 @@
 #include <cstring>
 #include <random>
 
-#include "core/config.h"
+#include "base/config.h"
+#include "base/env.h"
+#include "base/host_id.h"
+#include "base/log.h"
 #include "core/device/clique.h"
 #include "core/device/process_clique.h"
-#include "core/env.h"
-#include "core/host_id.h"
-#include "core/log.h"
 #include "nccl/device.h"
 
 #if TUTTI_HAVE_CUDA

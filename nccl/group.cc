@@ -12,11 +12,9 @@
 
 #include "algorithms/algorithm.h"
 #include "algorithms/simulator.h"
-#include "core/comm.h"
-#include "core/engine.h"
-#include "core/env.h"
-#include "core/log.h"
-#include "kernels/reduce.h"
+#include "base/env.h"
+#include "base/log.h"
+#include "core/batch.h"
 #include "nccl/device.h"
 
 namespace tutti::nccl {
@@ -36,22 +34,6 @@ struct GroupState {
 };
 thread_local GroupState tGroup;
 
-bool overlaps(const void* a, size_t an, const void* b, size_t bn) {
-  if (!a || !b || an == 0 || bn == 0) return false;
-  auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
-  return x < y + bn && y < x + an;
-}
-
-Status ensureStaging(CommState& s, size_t bytes, const char* api) {
-  if (s.staging.size() >= bytes) return Status::ok();
-  try {
-    s.staging.resize(bytes);
-  } catch (const std::bad_alloc&) {
-    return systemError("{}: cannot allocate {} bytes of staging memory", api, bytes);
-  }
-  return Status::ok();
-}
-
 Status ready(CommState& s, const char* api) {
   TUTTI_TRY(checkUsable(s, api));
   if (!s.ready.load()) {
@@ -63,198 +45,32 @@ Status ready(CommState& s, const char* api) {
   return Status::ok();
 }
 
-Status runColl(CommState& s, const PendingOp& op) {
-  TUTTI_TRY(ready(s, op.api));
-  TUTTI_TRY(syncStream(op.stream, op.api));
-  Communicator& c = s.comm;
-  const void* send = op.send;
-  if (op.preMul && op.count > 0) {
-    const size_t in = op.coll == Coll::kReduceScatter ? op.count * s.nranks : op.count;
-    const size_t elem = dataTypeBytes(op.dtype);
-    TUTTI_TRY(ensureStaging(s, in * elem, op.api));
-    TUTTI_TRY(kernels::scale(s.staging.data(), op.send, in, op.dtype, op.scalar.data()));
-    send = s.staging.data();
-  }
-  switch (op.coll) {
-    case Coll::kAllReduce:
-      return c.allReduce(send, op.recv, op.count, op.dtype, op.op);
-    case Coll::kReduce:
-      return c.reduce(send, op.recv, op.count, op.dtype, op.op, op.root);
-    case Coll::kReduceScatter:
-      return c.reduceScatter(send, op.recv, op.count, op.dtype, op.op);
-    case Coll::kAllGather:
-      return c.allGather(send, op.recv, op.count, op.dtype);
-    case Coll::kBroadcast:
-      return c.broadcast(send, op.recv, op.count, op.dtype, op.root);
-    case Coll::kAllToAll:
-      return c.allToAll(send, op.recv, op.count, op.dtype);
-    case Coll::kGather:
-      return c.gather(send, op.recv, op.count, op.dtype, op.root);
-    case Coll::kScatter:
-      return c.scatter(send, op.recv, op.count, op.dtype, op.root);
-    default:
-      return internalError("{}: unexpected collective {}", op.api, collName(op.coll));
-  }
+CallArgs toCallArgs(const PendingOp& op) {
+  CallArgs a;
+  a.coll = op.kind == PendingOp::Kind::kColl ? op.coll : Coll::kSendRecv;
+  a.send = op.send;
+  a.recv = op.recv;
+  a.count = op.count;
+  a.dtype = op.dtype;
+  a.op = op.op;
+  a.root = op.root;
+  if (op.kind == PendingOp::Kind::kSend) a.sendPeer = op.peer;
+  if (op.kind == PendingOp::Kind::kRecv) a.recvPeer = op.peer;
+  a.preMulScalar = op.preMul ? op.scalar.data() : nullptr;
+  a.api = op.api;
+  return a;
 }
 
-bool fusable(const PendingOp& op, size_t limit) {
-  return op.kind == PendingOp::Kind::kColl && op.coll == Coll::kAllReduce && op.count > 0 &&
-         op.count * dataTypeBytes(op.dtype) <= limit;
-}
-
-// Length of the run of fusable allreduces starting at ops[i] (1 when nothing to fuse).
-size_t fusedRun(const std::vector<PendingOp>& ops, size_t i, size_t limit) {
-  if (!fusable(ops[i], limit)) return 1;
-  const size_t elem = dataTypeBytes(ops[i].dtype);
-  size_t total = ops[i].count * elem, j = i + 1;
-  for (; j < ops.size(); ++j) {
-    const PendingOp& o = ops[j];
-    if (!fusable(o, limit) || o.dtype != ops[i].dtype || o.op != ops[i].op) break;
-    if (total + o.count * elem > limit) break;
-    // A later input must not be an earlier output: fused, it would be read before written.
-    bool dependent = false;
-    for (size_t k = i; k < j && !dependent; ++k)
-      dependent = overlaps(o.send, o.count * elem, ops[k].recv, ops[k].count * elem);
-    if (dependent) break;
-    total += o.count * elem;
+// The operations of `ops` (no tasks) that are ready to run: for each, the communicator is usable
+// and the work before it on its stream is done. The others' errors go to `note`.
+template <typename Note>
+void admit(CommState& s, std::span<PendingOp* const> ops, std::vector<CallArgs>& out, Note note) {
+  for (const PendingOp* op : ops) {
+    Status st = ready(s, op->api);
+    if (st.isOk()) st = syncStream(op->stream, op->api);
+    if (st.isOk()) out.push_back(toCallArgs(*op));
+    else note(st);
   }
-  return j - i;
-}
-
-// One plan made of the unfused calls' own plans, round by round: segment k's steps, with its
-// ranges moved to its place in the packed staging buffers, run in round r exactly as they would
-// alone. Every element is therefore reduced by the same algorithm in the same order as without
-// fusion (bit-identical results), while the latency of each round is paid once for all calls.
-// Out-of-place segments read the packed input; in-place ones read and write the packed output
-// only, as they do alone.
-Status runFused(CommState& s, std::vector<PendingOp>& ops, size_t first, size_t n) {
-  const PendingOp& head = ops[first];
-  TUTTI_TRY(ready(s, head.api));
-  const size_t elem = dataTypeBytes(head.dtype);
-  size_t total = 0;
-  for (size_t k = first; k < first + n; ++k) total += ops[k].count;
-  TUTTI_TRY(ensureStaging(s, 2 * total * elem, head.api));
-  std::byte* in = s.staging.data();
-  std::byte* out = in + total * elem;
-  detail::CommImpl* impl = s.comm.impl();
-
-  Plan fused;
-  fused.coll = Coll::kAllReduce;
-  fused.elemBytes = elem;
-  fused.algorithm = "fused";
-  size_t off = 0, scratch = 0;
-  for (size_t k = first; k < first + n; ++k) {
-    const PendingOp& o = ops[k];
-    TUTTI_TRY(syncStream(o.stream, o.api));
-    const bool inPlace = !o.preMul && o.send == o.recv;
-    std::byte* dst = (inPlace ? out : in) + off * elem;
-    if (o.preMul)
-      TUTTI_TRY(kernels::scale(dst, o.send, o.count, o.dtype, o.scalar.data()));
-    else
-      std::memcpy(dst, o.send, o.count * elem);
-    detail::CallArgs a;
-    a.coll = Coll::kAllReduce;
-    a.send = in + off * elem;
-    a.recv = inPlace ? const_cast<std::byte*>(in + off * elem) : out + off * elem;
-    a.count = o.count;
-    a.dtype = o.dtype;
-    a.op = o.op;
-    a.api = o.api;
-    TUTTI_TRY_ASSIGN(const Plan* p, impl->planFor(a, inPlace));
-    // Copied right away: building the next segment's plan may evict this one from the cache.
-    if (k == first) {
-      fused.reduce = p->reduce;
-      fused.divide = p->divide;
-      fused.divisor = p->divisor;
-    }
-    fused.algorithm += (k == first ? " " : "+") + p->algorithm;
-    const auto& rounds = p->schedule.rounds;
-    if (fused.schedule.rounds.size() < rounds.size()) fused.schedule.rounds.resize(rounds.size());
-    for (size_t r = 0; r < rounds.size(); ++r) {
-      for (algo::Step st : rounds[r]) {
-        if (inPlace) {  // alone, input and output are one buffer: keep them one
-          if (st.src == algo::Buf::kInput) st.src = algo::Buf::kOutput;
-          if (st.dst == algo::Buf::kInput) st.dst = algo::Buf::kOutput;
-        }
-        auto shift = [&](algo::Buf b) { return b == algo::Buf::kScratch ? scratch : off; };
-        st.srcOffset += shift(st.src);
-        st.dstOffset += shift(st.dst);
-        fused.schedule.rounds[r].push_back(st);
-      }
-    }
-    scratch += p->schedule.scratchCount;
-    off += o.count;
-  }
-  fused.schedule.scratchCount = scratch;
-  fused.scratchBytes = scratch * elem;
-  if (fused.divide) fused.divideCount = total;
-  TUTTI_LOG_TRACE(Subsys::kColl, "group: fused {} allreduces ({} elements, {} {}) as '{}'", n,
-                  total, dataTypeName(head.dtype), redOpName(head.op), fused.algorithm);
-  detail::CallArgs whole;  // what the ranks' call checks compare: one allreduce of `total`
-  whole.coll = Coll::kAllReduce;
-  whole.count = total;
-  whole.dtype = head.dtype;
-  whole.op = head.op;
-  whole.api = head.api;
-  TUTTI_TRY(impl->runPlan(fused, in, out, &whole));
-  off = 0;
-  for (size_t k = first; k < first + n; ++k) {
-    std::memcpy(ops[k].recv, out + off * elem, ops[k].count * elem);
-    off += ops[k].count;
-  }
-  return Status::ok();
-}
-
-// Every send and receive of the batch as one round: each message is posted at once, and messages
-// between one pair of ranks keep their call order (the transports match them in order).
-Status runP2p(CommState& s, const std::vector<PendingOp*>& ops) {
-  const char* api = ops.front()->api;
-  TUTTI_TRY(ready(s, api));
-  std::vector<size_t> selfSends, selfRecvs;
-  uintptr_t inBase = UINTPTR_MAX, outBase = UINTPTR_MAX;
-  for (const PendingOp* o : ops) {
-    TUTTI_TRY(syncStream(o->stream, o->api));
-    const size_t bytes = o->count * dataTypeBytes(o->dtype);
-    if (bytes == 0) continue;
-    if (o->kind == PendingOp::Kind::kSend) {
-      inBase = std::min(inBase, reinterpret_cast<uintptr_t>(o->send));
-      if (o->peer == s.rank) selfSends.push_back(bytes);
-    } else {
-      outBase = std::min(outBase, reinterpret_cast<uintptr_t>(o->recv));
-      if (o->peer == s.rank) selfRecvs.push_back(bytes);
-    }
-  }
-  if (selfSends != selfRecvs)
-    return invalidUsage(
-        "{}: a send to this rank itself ({}) needs a matching receive of the same "
-        "size in the same group (rank {}: {} sends, {} receives to self)",
-        api, s.rank, s.rank, selfSends.size(), selfRecvs.size());
-  Plan plan;
-  plan.coll = Coll::kSendRecv;
-  plan.algorithm = "grouped send/recv";
-  plan.elemBytes = 1;  // steps count bytes, offsets are from the lowest user buffer
-  std::vector<algo::Step> round;
-  for (const PendingOp* o : ops) {
-    const size_t bytes = o->count * dataTypeBytes(o->dtype);
-    if (bytes == 0) continue;
-    algo::Step st;
-    st.peer = o->peer;
-    st.count = bytes;
-    if (o->kind == PendingOp::Kind::kSend) {
-      st.op = algo::Op::kSend;
-      st.src = algo::Buf::kInput;
-      st.srcOffset = reinterpret_cast<uintptr_t>(o->send) - inBase;
-    } else {
-      st.op = algo::Op::kRecv;
-      st.dst = algo::Buf::kOutput;
-      st.dstOffset = reinterpret_cast<uintptr_t>(o->recv) - outBase;
-    }
-    round.push_back(st);
-  }
-  if (round.empty()) return Status::ok();
-  plan.schedule.rounds.push_back(std::move(round));
-  return s.comm.impl()->runPlan(plan, reinterpret_cast<const void*>(inBase),
-                                reinterpret_cast<void*>(outBase));
 }
 
 // Runs batches on several communicators: the first on this thread, the others on their workers.
@@ -304,28 +120,38 @@ Status runBatch(CommState& comm, std::vector<PendingOp>& ops, size_t fusion) {
   auto note = [&](const Status& s) {
     if (first.isOk() && !s.isOk()) first = s;
   };
-  std::vector<PendingOp*> p2p;
-  for (size_t i = 0; i < ops.size();) {
-    PendingOp& op = ops[i];
+  // Tasks run in order with the collectives around them; sends and receives all run at the end,
+  // as one round (core/batch.h).
+  std::vector<PendingOp*> colls, p2p;
+  std::vector<CallArgs> batch;
+  auto flushColls = [&] {
+    if (colls.empty()) return;
+    batch.clear();
+    admit(comm, colls, batch, note);
+    if (!batch.empty()) note(tutti::runBatch(comm.comm, batch, fusion));
+    colls.clear();
+  };
+  for (PendingOp& op : ops) {
     switch (op.kind) {
       case PendingOp::Kind::kTask:
+        flushColls();
         note(op.task());
-        ++i;
         break;
       case PendingOp::Kind::kSend:
       case PendingOp::Kind::kRecv:
         p2p.push_back(&op);
-        ++i;
         break;
-      case PendingOp::Kind::kColl: {
-        const size_t n = fusion > 0 ? fusedRun(ops, i, fusion) : 1;
-        note(n > 1 ? runFused(comm, ops, i, n) : runColl(comm, op));
-        i += n;
+      case PendingOp::Kind::kColl:
+        colls.push_back(&op);
         break;
-      }
     }
   }
-  if (!p2p.empty()) note(runP2p(comm, p2p));
+  flushColls();
+  if (!p2p.empty()) {
+    batch.clear();
+    admit(comm, p2p, batch, note);
+    if (!batch.empty()) note(tutti::runBatch(comm.comm, batch, fusion));
+  }
   return first;
 }
 

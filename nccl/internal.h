@@ -27,7 +27,7 @@
 #include <tutti/tutti.hpp>
 #include <vector>
 
-#include "core/status.h"
+#include "base/status.h"
 
 namespace tutti::nccl {
 
@@ -110,7 +110,6 @@ struct CommState {
   std::string lastError;
   std::vector<PreMulOp> ops;              ///< handle kFirstDynamicOp + i
   std::map<void*, size_t> registrations;  ///< ncclCommRegister handles -> size
-  std::vector<std::byte> staging;         ///< fusion / premulsum buffers (one executor at a time)
   /// Created at the first operation on device memory. Declared before the worker, so that the
   /// worker (which runs the staged jobs) has stopped when the queue is released.
   std::shared_ptr<DeviceQueue> device;

@@ -4,56 +4,24 @@
 
 #include <algorithm>
 
+#include "base/collectives.h"
+
 namespace tutti::nccl {
 
 void ioBytes(const PendingOp& op, int rank, int nranks, size_t* inBytes, size_t* outBytes) {
-  const size_t n = op.count, p = static_cast<size_t>(nranks);
-  const bool root = rank == op.root;
   size_t in = 0, out = 0;
   switch (op.kind) {
     case PendingOp::Kind::kSend:
-      in = n;
+      in = op.count;
       break;
     case PendingOp::Kind::kRecv:
-      out = n;
+      out = op.count;
       break;
     case PendingOp::Kind::kTask:
       break;
     case PendingOp::Kind::kColl:
-      switch (op.coll) {
-        case Coll::kAllReduce:
-          in = out = n;
-          break;
-        case Coll::kReduce:
-          in = n;
-          out = root ? n : 0;
-          break;
-        case Coll::kReduceScatter:
-          in = n * p;
-          out = n;
-          break;
-        case Coll::kAllGather:
-          in = n;
-          out = n * p;
-          break;
-        case Coll::kBroadcast:
-          in = root ? n : 0;
-          out = n;
-          break;
-        case Coll::kAllToAll:
-          in = out = n * p;
-          break;
-        case Coll::kGather:
-          in = n;
-          out = root ? n * p : 0;
-          break;
-        case Coll::kScatter:
-          in = root ? n * p : 0;
-          out = n;
-          break;
-        default:
-          break;
-      }
+      in = inputCount(op.coll, op.count, nranks, rank, op.root);
+      out = outputCount(op.coll, op.count, nranks, rank, op.root);
       break;
   }
   const size_t elem = dataTypeBytes(op.dtype);

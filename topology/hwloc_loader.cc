@@ -19,7 +19,7 @@
 #include <cerrno>
 #include <mutex>
 
-#include "core/log.h"
+#include "base/log.h"
 
 // Every hwloc function the probe reaches: (return type, name, parameters, argument names, what to
 // return when hwloc is unavailable). A function missing here shows up as an undefined symbol

@@ -3,7 +3,7 @@
 // human-readable tree that tutti-topo prints.
 #include <mutex>
 
-#include "core/env.h"
+#include "base/env.h"
 #include "topology/topology.h"
 
 namespace tutti::topo {

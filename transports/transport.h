@@ -14,7 +14,7 @@
 #include <string_view>
 #include <vector>
 
-#include "core/status.h"
+#include "base/status.h"
 #include "kernels/reduce.h"
 
 namespace tutti::transport {

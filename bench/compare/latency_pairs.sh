@@ -2,7 +2,7 @@
 # File: bench/compare/latency_pairs.sh
 # The 2-rank 8-byte float32 sum allreduce over shared memory: Open MPI and tutti launched in
 # turn, ROUNDS times (default 4), each round between two readings of tutti-xcore-probe, so every
-# ratio is taken in one vCPU placement (docs/PERFORMANCE.md, "Session 12"). Per round it prints
+# ratio is taken in one vCPU placement (docs/PERFORMANCE.md, "How to reproduce"). Per round it prints
 #   <probe before> | ompi_us=A tutti_us=B tutti_latency_min_ns=C | after: <probe after>
 # A and B: the peers' harness (mpi_coll_perf / tutti_coll_perf, -b 8 -e 8 -T 0.5), which prints
 # two decimals; C: tutti-latency's fastest batch in ns. Needs the binaries of a

@@ -8,7 +8,7 @@
 #include <chrono>
 #include <map>
 
-#include "core/log.h"
+#include "base/log.h"
 
 namespace tutti::device {
 

@@ -44,9 +44,9 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "core/device/compose.h"
 #include "core/device/stream_ops.h"
-#include "core/status.h"
 #include <tutti/types.hpp>
 
 namespace tutti::device {

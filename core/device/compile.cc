@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "algorithms/verifier.h"
+#include "base/collectives.h"
 
 namespace tutti::device {
 namespace {
@@ -59,20 +60,21 @@ class Memory {
     const int r = l.buf / 2;
     const bool input = l.buf % 2 == 0;
     const uint64_t rc = static_cast<uint64_t>(r) * shape_.count;
-    switch (shape_.coll) {
-      case Coll::kAllReduce:
-      case Coll::kBroadcast:
-      case Coll::kReduce:
-      case Coll::kAllToAll:
+    // An in-place alltoall (send == recv), which the API refuses, is taken as such here so that
+    // compile() can say why it has no launch order.
+    const InPlaceForm form =
+        shape_.coll == Coll::kAllToAll ? InPlaceForm::kSame : collInfo(shape_.coll).inPlace;
+    switch (form) {
+      case InPlaceForm::kSame:
         if (input && outputCount(r) > 0) return {prog::outputBuffer(r), l.offset};
         break;
-      case Coll::kAllGather:
+      case InPlaceForm::kSendInRecv:
         if (input) return {prog::outputBuffer(r), rc + l.offset};
         break;
-      case Coll::kReduceScatter:
+      case InPlaceForm::kRecvInSend:
         if (!input) return {prog::inputBuffer(r), rc + l.offset};
         break;
-      default:
+      case InPlaceForm::kNone:
         break;
     }
     return l;

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "algorithms/algorithm.h"
-#include "core/status.h"
+#include "base/status.h"
 #include "kernels/program.h"
 
 namespace tutti::device {

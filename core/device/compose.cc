@@ -7,9 +7,9 @@
 #include <thread>
 
 #include "algorithms/selector.h"
+#include "base/env.h"
+#include "base/log.h"
 #include "core/arg_check.h"
-#include "core/env.h"
-#include "core/log.h"
 
 namespace tutti::device {
 

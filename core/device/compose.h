@@ -20,9 +20,9 @@
 #include <tuple>
 #include <vector>
 
+#include "base/status.h"
 #include "core/device/compile.h"
 #include "core/device/stream_ops.h"
-#include "core/status.h"
 #include <tutti/types.hpp>
 
 namespace tutti::device {

@@ -2,7 +2,7 @@
 // StreamOps over the CUDA runtime (core/device/stream_ops.h).
 #include "core/device/stream_ops.h"
 
-#include "core/config.h"
+#include "base/config.h"
 
 #if TUTTI_HAVE_CUDA
 #include <cuda.h>

@@ -16,7 +16,7 @@
 #include <new>
 #include <thread>
 
-#include "core/log.h"
+#include "base/log.h"
 
 namespace tutti::device {
 

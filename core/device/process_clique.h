@@ -42,9 +42,9 @@
 #include <utility>
 #include <vector>
 
+#include "base/status.h"
 #include "core/device/compose.h"
 #include "core/device/stream_ops.h"
-#include "core/status.h"
 
 namespace tutti::device {
 

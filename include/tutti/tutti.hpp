@@ -88,6 +88,7 @@ class Work;
 namespace detail {
 class CommImpl;
 class WorkState;
+struct CommAccess;  // core's own way in (core/comm.h)
 }  // namespace detail
 
 /// A group of `size()` ranks in (usually) different processes. Movable, not copyable; the
@@ -209,9 +210,9 @@ class TUTTI_API Communicator {
   /// SIGUSR1 does the same for every communicator of the process when TUTTI_HANG_SIGNAL=1.
   void writeHangReport() const;
 
-  detail::CommImpl* impl() const { return impl_.get(); }
 
  private:
+  friend struct detail::CommAccess;
   explicit Communicator(std::shared_ptr<detail::CommImpl> impl);
   std::shared_ptr<detail::CommImpl> impl_;
 };

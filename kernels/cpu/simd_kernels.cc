@@ -433,8 +433,8 @@ HWY_AFTER_NAMESPACE();
 #include <string>
 #include <vector>
 
-#include "core/env.h"
-#include "core/log.h"
+#include "base/env.h"
+#include "base/log.h"
 
 namespace tutti::kernels::cpu {
 

@@ -9,7 +9,7 @@
 namespace tutti::kernels::cuda::detail {
 
 /// kernels::cuda::kMaxSourcesPerLaunch (cuda_reduce.h is not included here: nvcc compiles this
-/// header, and cuda_reduce.h pulls in fmt through core/status.h).
+/// header, and cuda_reduce.h pulls in fmt through base/status.h).
 inline constexpr size_t kSourcesPerLaunch = 8;
 
 /// What one element-wise kernel computes.

@@ -16,8 +16,8 @@
 #include <utility>
 #include <vector>
 
-#include "core/env.h"
-#include "core/log.h"
+#include "base/env.h"
+#include "base/log.h"
 #include "tools/launch/launcher.h"
 #include "transports/ib/device_select.h"
 #include "transports/ib/verbs.h"

@@ -19,9 +19,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/log.h"
+#include "base/socket.h"
 #include "core/bootstrap_wire.h"
-#include "core/log.h"
-#include "core/socket.h"
 #include "tests/mp/mp_common.h"
 
 namespace tutti::test {

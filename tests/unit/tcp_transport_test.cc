@@ -4,7 +4,7 @@
 // sum, accumulate and out-of-place), a killed peer; plus single-process checks of the handshake
 // (wrong secret / bad magic rejected), connect timeouts and NCCL_SOCKET_IFNAME matching.
 
-#include "core/socket.h"
+#include "base/socket.h"
 #include "transports/tcp/tcp_transport.h"
 
 #include <arpa/inet.h>
@@ -29,8 +29,8 @@
 #include <thread>
 #include <vector>
 
-#include "core/log.h"
-#include "core/status.h"
+#include "base/log.h"
+#include "base/status.h"
 #include "kernels/reduce.h"
 
 namespace tutti::transport {

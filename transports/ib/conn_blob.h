@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "core/status.h"
+#include "base/status.h"
 #include "transports/ib/device_select.h"
 
 namespace tutti::transport::ib {

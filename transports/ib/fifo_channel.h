@@ -25,7 +25,7 @@
 #include <span>
 #include <string>
 
-#include "core/status.h"
+#include "base/status.h"
 #include "transports/ib/reg_cache.h"
 #include "transports/transport.h"
 

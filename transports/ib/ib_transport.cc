@@ -12,8 +12,8 @@
 #include <map>
 #include <random>
 
-#include "core/env.h"
-#include "core/log.h"
+#include "base/env.h"
+#include "base/log.h"
 #include "transports/ib/conn_blob.h"
 #include "transports/ib/device_select.h"
 #include "transports/ib/fifo_channel.h"

@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "core/log.h"
+#include "base/log.h"
 
 namespace tutti::transport::ib {
 

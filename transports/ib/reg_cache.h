@@ -20,7 +20,7 @@
 #include <map>
 #include <unordered_map>
 
-#include "core/status.h"
+#include "base/status.h"
 
 namespace tutti::transport::ib {
 

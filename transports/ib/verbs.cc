@@ -20,8 +20,8 @@
 #include <fstream>
 #include <mutex>
 
-#include "core/env.h"
-#include "core/log.h"
+#include "base/env.h"
+#include "base/log.h"
 
 namespace tutti::transport::ib::verbs {
 namespace {

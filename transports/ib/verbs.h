@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "core/status.h"
+#include "base/status.h"
 #include "transports/ib/device_select.h"
 #include "transports/ib/fifo_channel.h"
 

@@ -33,8 +33,8 @@
 #include <cstring>
 #include <vector>
 
-#include "core/env.h"
-#include "core/log.h"
+#include "base/env.h"
+#include "base/log.h"
 #include "transports/shm/shm_wire.h"
 #include "transports/transport.h"
 
@@ -43,7 +43,7 @@ namespace {
 
 TUTTI_PARAM_INT(kRingBytes, "TUTTI_SHM_RING_BYTES", nullptr, "SHM", 1 << 20,
                 "bytes of each per-peer shared-memory ring (power of two, >= 4096)");
-// Default 112 bytes (two lines). 2-rank allreduce on the development VM (session 6, ns per call,
+// Default 112 bytes (two lines). 2-rank allreduce on the development VM (ns per call,
 // tutti-latency), byte ring against inline: 8 B 170 vs 166 in the fast vCPU placement and 430
 // vs 374 in the slow one (tutti-xcore-probe; one line instead of a head line plus a data line);
 // 56 B 173 vs 163; 112 B 185 vs 169; but 256 B 190 vs 235 and 512 B 260 vs 345 (a flag check
@@ -52,7 +52,7 @@ TUTTI_PARAM_INT(kInlineBytes, "TUTTI_SHM_INLINE_BYTES", nullptr, "SHM", 112,
                 "messages up to this many bytes travel in flagged cache lines (56 payload bytes "
                 "per line); 0 sends every message through the byte ring");
 // Off by default: on the development VM single copy measured slower than the ring at every size
-// (docs/PERFORMANCE.md, "Session 8: single copy, measured"): 2-rank allgather 12.1-12.3 ms
+// (docs/perf/history/): 2-rank allgather 12.1-12.3 ms
 // against 10.5-10.8 at 64 MiB and 80-82 us against 40-44 at 1 MiB.
 TUTTI_PARAM_INT(kCmaBytes, "TUTTI_SHM_CMA_BYTES", nullptr, "SHM", 0,
                 "messages (slices) of at least this many bytes are read by the receiver straight "

@@ -9,7 +9,7 @@
 #include <cstring>
 #include <span>
 
-#include "core/status.h"
+#include "base/status.h"
 
 namespace tutti::transport::shm_wire {
 

@@ -16,7 +16,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "core/status.h"
+#include "base/status.h"
 
 namespace tutti::transport::tcp_detail {
 namespace {

@@ -42,10 +42,10 @@
 #include <type_traits>
 #include <utility>
 
-#include "core/env.h"
-#include "core/log.h"
-#include "core/socket.h"
-#include "core/status.h"
+#include "base/env.h"
+#include "base/log.h"
+#include "base/socket.h"
+#include "base/status.h"
 
 namespace tutti::transport {
 namespace {

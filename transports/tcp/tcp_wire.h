@@ -11,7 +11,7 @@
 #include <span>
 #include <type_traits>
 
-#include "core/status.h"
+#include "base/status.h"
 
 namespace tutti::transport::tcp_wire {
 

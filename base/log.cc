@@ -1,7 +1,7 @@
-// File: core/log.cc
+// File: base/log.cc
 // The logger behind TUTTI_LOG_*: spdlog sink chosen from TUTTI_DEBUG_FILE (or stderr), line
 // prefix "host:pid:rank [SUBSYS]", level/subsystem masks from TUTTI_DEBUG(_SUBSYS) or NCCL_*.
-#include "core/log.h"
+#include "base/log.h"
 
 #include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/stdout_sinks.h>

@@ -1,6 +1,8 @@
-// File: core/types.cc
+// File: base/types.cc
 // Names and parsing of DataType, RedOp and Coll.
 #include <tutti/types.hpp>
+
+#include "base/collectives.h"
 
 #include <algorithm>
 #include <cctype>
@@ -34,10 +36,6 @@ constexpr TypeAlias kTypeAliases[] = {
     {"f8e5m2", DataType::kFp8E5M2},  {"fp8e5m2", DataType::kFp8E5M2},
     {"float8e5m2", DataType::kFp8E5M2}, {"e5m2", DataType::kFp8E5M2},
 };
-constexpr const char* kCollNames[kNumColls] = {"allreduce", "allgather", "reducescatter",
-                                               "broadcast", "reduce",    "alltoall",
-                                               "gather",    "scatter",   "sendrecv",
-                                               "barrier"};
 }  // namespace
 
 std::string_view dataTypeName(DataType t) {
@@ -54,7 +52,7 @@ std::string_view redOpName(RedOp op) {
 
 std::string_view collName(Coll c) {
   int i = static_cast<int>(c);
-  return i >= 0 && i < kNumColls ? kCollNames[i] : "invalid";
+  return i >= 0 && i < kNumColls ? kCollTable[i].name : "invalid";
 }
 
 std::optional<DataType> parseDataType(std::string_view name) {
@@ -75,7 +73,7 @@ std::optional<Coll> parseColl(std::string_view name) {
   std::string n = lower(name);
   n.erase(std::remove(n.begin(), n.end(), '_'), n.end());
   for (int i = 0; i < kNumColls; ++i)
-    if (n == kCollNames[i]) return static_cast<Coll>(i);
+    if (n == kCollTable[i].name) return static_cast<Coll>(i);
   return std::nullopt;
 }
 

@@ -1,12 +1,12 @@
-// File: core/status.cc
+// File: base/status.cc
 // Status names and formatting, errno text, and the invariant-failure path.
-#include "core/status.h"
+#include "base/status.h"
 
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
-#include "core/log.h"
+#include "base/log.h"
 
 namespace tutti {
 

@@ -1,4 +1,4 @@
-// File: core/socket.h
+// File: base/socket.h
 // Small blocking-with-deadline TCP helpers for the bootstrap (not the data path): socket
 // addresses as text, listen/connect/accept with deadlines, exact reads/writes, and a concurrent
 // send-to-one / receive-from-other exchange used by the ring allgather.
@@ -12,7 +12,7 @@
 #include <string>
 #include <string_view>
 
-#include "core/status.h"
+#include "base/status.h"
 
 namespace tutti::net {
 

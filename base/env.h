@@ -1,4 +1,4 @@
-// File: core/env.h
+// File: base/env.h
 // Typed environment parameters. Every knob is declared once with TUTTI_PARAM into a registry
 // (name, default, help) that tools can print. A TUTTI_X knob also reads NCCL_X when given an alias.
 // A value that does not parse is reported with a WARN naming the variable and value, and the

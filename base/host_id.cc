@@ -1,12 +1,12 @@
-// File: core/host_id.cc
-#include "core/host_id.h"
+// File: base/host_id.cc
+#include "base/host_id.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <fstream>
 
-#include "core/env.h"
+#include "base/env.h"
 #include <fmt/format.h>
 
 namespace tutti {

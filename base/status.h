@@ -1,4 +1,4 @@
-// File: core/status.h
+// File: base/status.h
 // Internal helpers around tutti::Status: formatting constructors, TUTTI_TRY trails and
 // TUTTI_ASSERT. The public types live in <tutti/status.hpp>.
 #pragma once

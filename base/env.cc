@@ -1,11 +1,11 @@
-// File: core/env.cc
+// File: base/env.cc
 // Typed environment parameters and their registry.
-#include "core/env.h"
+#include "base/env.h"
 
 #include <cstdlib>
 #include <mutex>
 
-#include "core/log.h"
+#include "base/log.h"
 
 namespace tutti::env {
 

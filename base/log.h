@@ -1,7 +1,7 @@
-// File: core/log.h
+// File: base/log.h
 // Leveled, subsystem-masked logging (TUTTI_DEBUG, TUTTI_DEBUG_SUBSYS, TUTTI_DEBUG_FILE; NCCL_DEBUG
 // and NCCL_DEBUG_SUBSYS honoured). Level and subsystem are checked before any formatting. Only
-// core/log.cc includes spdlog. The last WARN of each thread is kept for getLastError().
+// base/log.cc includes spdlog. The last WARN of each thread is kept for getLastError().
 #pragma once
 
 #include <fmt/format.h>

@@ -1,7 +1,7 @@
-// File: core/socket.cc
+// File: base/socket.cc
 // Bootstrap socket helpers: every wait is bounded by a deadline and every error names what was
 // being waited for.
-#include "core/socket.h"
+#include "base/socket.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -17,7 +17,7 @@
 #include <memory>
 #include <thread>
 
-#include "core/env.h"
+#include "base/env.h"
 
 namespace tutti::net {
 

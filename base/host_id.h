@@ -1,4 +1,4 @@
-// File: core/host_id.h
+// File: base/host_id.h
 // Host identity: hostname + boot id + network-namespace inode, or TUTTI_HOSTID. Ranks with equal
 // identities share memory (shm); ranks in different network namespaces count as different hosts.
 #pragma once

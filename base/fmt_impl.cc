@@ -1,4 +1,4 @@
-// File: core/fmt_impl.cc
+// File: base/fmt_impl.cc
 // The out-of-line part of {fmt} 9, compiled into tutti so that neither libtutti.so nor
 // libnccl.so.2 needs libfmt.so at run time (libnccl.so.2 must load next to PyTorch on machines
 // without Debian's libfmt9). fmt splits itself into headers and a compiled part: format.h declares
@@ -6,7 +6,7 @@
 // template instantiations, all of which fmt's own library normally provides. Including
 // fmt/format-inl.h (installed by libfmt-dev) in exactly one translation unit defines the
 // non-template functions; the explicit instantiations below provide the templates that tutti's
-// code (and spdlog's, in core/log.cc) uses. The alternative, fmt::fmt-header-only, compiles all of
+// code (and spdlog's, in base/log.cc) uses. The alternative, fmt::fmt-header-only, compiles all of
 // format-inl.h into every translation unit that formats (docs/NCCL.md has the build-time numbers).
 // It is the static library tutti_fmt (top CMakeLists.txt), which every tutti target links.
 #include <fmt/format-inl.h>

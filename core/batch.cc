@@ -1,0 +1,279 @@
+// File: core/batch.cc
+// The batch entry (core/batch.h): fusion of small allreduces into one plan of the separate calls'
+// steps, and a batch's sends and receives as one round.
+#include "core/batch.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "base/log.h"
+#include "core/comm.h"
+#include "core/engine.h"
+#include "kernels/reduce.h"
+
+namespace tutti {
+
+namespace {
+
+using detail::CommImpl;
+
+bool overlaps(const void* a, size_t an, const void* b, size_t bn) {
+  if (!a || !b || an == 0 || bn == 0) return false;
+  auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
+  return x < y + bn && y < x + an;
+}
+
+Result<std::byte*> staging(CommImpl& impl, size_t bytes, const char* api) {
+  std::vector<std::byte>& s = impl.batchStaging();
+  if (s.size() < bytes) {
+    try {
+      s.resize(bytes);
+    } catch (const std::bad_alloc&) {
+      return systemError("{}: cannot allocate {} bytes of staging memory", api, bytes);
+    }
+  }
+  return s.data();
+}
+
+Status runColl(Communicator& c, CommImpl& impl, const CallArgs& op) {
+  const void* send = op.send;
+  if (op.preMulScalar && op.count > 0) {
+    const size_t in = op.coll == Coll::kReduceScatter ? op.count * c.size() : op.count;
+    TUTTI_TRY_ASSIGN(std::byte * buf, staging(impl, in * dataTypeBytes(op.dtype), op.api));
+    TUTTI_TRY(kernels::scale(buf, op.send, in, op.dtype, op.preMulScalar));
+    send = buf;
+  }
+  switch (op.coll) {
+    case Coll::kAllReduce:
+      return c.allReduce(send, op.recv, op.count, op.dtype, op.op);
+    case Coll::kReduce:
+      return c.reduce(send, op.recv, op.count, op.dtype, op.op, op.root);
+    case Coll::kReduceScatter:
+      return c.reduceScatter(send, op.recv, op.count, op.dtype, op.op);
+    case Coll::kAllGather:
+      return c.allGather(send, op.recv, op.count, op.dtype);
+    case Coll::kBroadcast:
+      return c.broadcast(send, op.recv, op.count, op.dtype, op.root);
+    case Coll::kAllToAll:
+      return c.allToAll(send, op.recv, op.count, op.dtype);
+    case Coll::kGather:
+      return c.gather(send, op.recv, op.count, op.dtype, op.root);
+    case Coll::kScatter:
+      return c.scatter(send, op.recv, op.count, op.dtype, op.root);
+    default:
+      return invalidArgument("{}: collective {} cannot be part of a batch", op.api,
+                             collName(op.coll));
+  }
+}
+
+bool fusable(const CallArgs& op, size_t limit) {
+  return op.coll == Coll::kAllReduce && op.count > 0 &&
+         op.count * dataTypeBytes(op.dtype) <= limit;
+}
+
+// Length of the run of fusable allreduces starting at ops[i] (1 when nothing to fuse).
+size_t fusedRun(std::span<const CallArgs> ops, size_t i, size_t limit) {
+  if (!fusable(ops[i], limit)) return 1;
+  const size_t elem = dataTypeBytes(ops[i].dtype);
+  size_t total = ops[i].count * elem, j = i + 1;
+  for (; j < ops.size(); ++j) {
+    const CallArgs& o = ops[j];
+    if (!fusable(o, limit) || o.dtype != ops[i].dtype || o.op != ops[i].op) break;
+    if (total + o.count * elem > limit) break;
+    // A later input must not be an earlier output: fused, it would be read before written.
+    bool dependent = false;
+    for (size_t k = i; k < j && !dependent; ++k)
+      dependent = overlaps(o.send, o.count * elem, ops[k].recv, ops[k].count * elem);
+    if (dependent) break;
+    total += o.count * elem;
+  }
+  return j - i;
+}
+
+// One plan made of the unfused calls' own plans, round by round: segment k's steps, with its
+// ranges moved to its place in the packed staging buffers, run in round r exactly as they would
+// alone. Every element is therefore reduced by the same algorithm in the same order as without
+// fusion (bit-identical results), while the latency of each round is paid once for all calls.
+// Out-of-place segments read the packed input; in-place ones read and write the packed output
+// only, as they do alone.
+Status runFused(CommImpl& impl, std::span<const CallArgs> ops) {
+  const CallArgs& head = ops.front();
+  const size_t elem = dataTypeBytes(head.dtype);
+  size_t total = 0;
+  for (const CallArgs& o : ops) total += o.count;
+  TUTTI_TRY_ASSIGN(std::byte * in, staging(impl, 2 * total * elem, head.api));
+  std::byte* out = in + total * elem;
+
+  Plan fused;
+  fused.coll = Coll::kAllReduce;
+  fused.elemBytes = elem;
+  fused.algorithm = "fused";
+  size_t off = 0, scratch = 0;
+  for (const CallArgs& o : ops) {
+    const bool inPlace = !o.preMulScalar && o.send == o.recv;
+    std::byte* dst = (inPlace ? out : in) + off * elem;
+    if (o.preMulScalar)
+      TUTTI_TRY(kernels::scale(dst, o.send, o.count, o.dtype, o.preMulScalar));
+    else
+      std::memcpy(dst, o.send, o.count * elem);
+    CallArgs a;
+    a.coll = Coll::kAllReduce;
+    a.send = in + off * elem;
+    a.recv = inPlace ? in + off * elem : out + off * elem;
+    a.count = o.count;
+    a.dtype = o.dtype;
+    a.op = o.op;
+    a.api = o.api;
+    TUTTI_TRY_ASSIGN(const Plan* p, impl.planFor(a, inPlace));
+    // Copied right away: building the next segment's plan may evict this one from the cache.
+    if (&o == &head) {
+      fused.reduce = p->reduce;
+      fused.divide = p->divide;
+      fused.divisor = p->divisor;
+    }
+    fused.algorithm += (&o == &head ? " " : "+") + p->algorithm;
+    const auto& rounds = p->schedule.rounds;
+    if (fused.schedule.rounds.size() < rounds.size()) fused.schedule.rounds.resize(rounds.size());
+    for (size_t r = 0; r < rounds.size(); ++r) {
+      for (algo::Step st : rounds[r]) {
+        if (inPlace) {  // alone, input and output are one buffer: keep them one
+          if (st.src == algo::Buf::kInput) st.src = algo::Buf::kOutput;
+          if (st.dst == algo::Buf::kInput) st.dst = algo::Buf::kOutput;
+        }
+        auto shift = [&](algo::Buf b) { return b == algo::Buf::kScratch ? scratch : off; };
+        st.srcOffset += shift(st.src);
+        st.dstOffset += shift(st.dst);
+        fused.schedule.rounds[r].push_back(st);
+      }
+    }
+    scratch += p->schedule.scratchCount;
+    off += o.count;
+  }
+  fused.schedule.scratchCount = scratch;
+  fused.scratchBytes = scratch * elem;
+  if (fused.divide) fused.divideCount = total;
+  TUTTI_LOG_TRACE(Subsys::kColl, "batch: fused {} allreduces ({} elements, {} {}) as '{}'",
+                  ops.size(), total, dataTypeName(head.dtype), redOpName(head.op),
+                  fused.algorithm);
+  CallArgs whole;  // what the ranks' call checks compare: one allreduce of `total`
+  whole.coll = Coll::kAllReduce;
+  whole.count = total;
+  whole.dtype = head.dtype;
+  whole.op = head.op;
+  whole.api = head.api;
+  TUTTI_TRY(impl.runPlan(fused, in, out, &whole));
+  off = 0;
+  for (const CallArgs& o : ops) {
+    std::memcpy(o.recv, out + off * elem, o.count * elem);
+    off += o.count;
+  }
+  return Status::ok();
+}
+
+// Every send and receive of the batch as one round: each message is posted at once, and messages
+// between one pair of ranks keep their call order (the transports match them in order). Steps
+// count bytes, and offsets are from the lowest send (input) and the lowest receive (output)
+// buffer, so one plan addresses every user buffer whatever its dtype.
+Status runP2p(Communicator& c, CommImpl& impl, const std::vector<const CallArgs*>& ops) {
+  const char* api = ops.front()->api;
+  const int rank = c.rank();
+  std::vector<size_t> selfSends, selfRecvs;
+  uintptr_t inBase = UINTPTR_MAX, outBase = UINTPTR_MAX;
+  for (const CallArgs* o : ops) {
+    const size_t bytes = o->count * dataTypeBytes(o->dtype);
+    if (bytes == 0) continue;
+    if (o->sendPeer >= 0) {
+      inBase = std::min(inBase, reinterpret_cast<uintptr_t>(o->send));
+      if (o->sendPeer == rank) selfSends.push_back(bytes);
+    } else {
+      outBase = std::min(outBase, reinterpret_cast<uintptr_t>(o->recv));
+      if (o->recvPeer == rank) selfRecvs.push_back(bytes);
+    }
+  }
+  if (selfSends != selfRecvs)
+    return invalidUsage(
+        "{}: a send to this rank itself ({}) needs a matching receive of the same "
+        "size in the same group (rank {}: {} sends, {} receives to self)",
+        api, rank, rank, selfSends.size(), selfRecvs.size());
+  Plan plan;
+  plan.coll = Coll::kSendRecv;
+  plan.algorithm = "grouped send/recv";
+  plan.elemBytes = 1;  // a byte is the element: the operations' dtypes may differ
+  std::vector<algo::Step> round;
+  for (const CallArgs* o : ops) {
+    const size_t bytes = o->count * dataTypeBytes(o->dtype);
+    if (bytes == 0) continue;
+    algo::Step st;
+    st.peer = o->sendPeer >= 0 ? o->sendPeer : o->recvPeer;
+    st.count = bytes;
+    if (o->sendPeer >= 0) {
+      st.op = algo::Op::kSend;
+      st.src = algo::Buf::kInput;
+      st.srcOffset = reinterpret_cast<uintptr_t>(o->send) - inBase;
+    } else {
+      st.op = algo::Op::kRecv;
+      st.dst = algo::Buf::kOutput;
+      st.dstOffset = reinterpret_cast<uintptr_t>(o->recv) - outBase;
+    }
+    round.push_back(st);
+  }
+  if (round.empty()) return Status::ok();
+  plan.schedule.rounds.push_back(std::move(round));
+  return impl.runPlan(plan, reinterpret_cast<const void*>(inBase),
+                      reinterpret_cast<void*>(outBase));
+}
+
+// One message: exactly one of sendPeer and recvPeer, in range.
+Status checkP2p(const Communicator& c, const CallArgs& o) {
+  if ((o.sendPeer >= 0) == (o.recvPeer >= 0))
+    return invalidArgument("{}: a batch's message needs exactly one of sendPeer and recvPeer "
+                           "(sendPeer={}, recvPeer={})", o.api, o.sendPeer, o.recvPeer);
+  const int peer = o.sendPeer >= 0 ? o.sendPeer : o.recvPeer;
+  if (peer >= c.size())
+    return invalidArgument("{}: peer {} is outside [0, {})", o.api, peer, c.size());
+  return Status::ok();
+}
+
+}  // namespace
+
+Status runBatch(Communicator& comm, std::span<const CallArgs> ops, size_t fusionBytes) {
+  CommImpl* impl = detail::CommAccess::get(comm);
+  if (!impl) return invalidUsage("runBatch: the communicator was moved from or destroyed");
+  Status first;
+  auto note = [&](const Status& s) {
+    if (first.isOk() && !s.isOk()) first = s;
+  };
+  std::vector<const CallArgs*> p2p;
+  for (size_t i = 0; i < ops.size();) {
+    const CallArgs& op = ops[i];
+    if (op.coll == Coll::kSendRecv) {
+      Status s = checkP2p(comm, op);
+      if (s.isOk()) p2p.push_back(&op);
+      note(s);
+      ++i;
+      continue;
+    }
+    const size_t n = fusionBytes > 0 ? fusedRun(ops, i, fusionBytes) : 1;
+    note(n > 1 ? runFused(*impl, ops.subspan(i, n)) : runColl(comm, *impl, op));
+    i += n;
+  }
+  if (!p2p.empty()) note(runP2p(comm, *impl, p2p));
+  return first;
+}
+
+Status bootstrapSend(Communicator& comm, int peer, uint64_t tag, const std::string& body,
+                     std::chrono::milliseconds timeout) {
+  CommImpl* impl = detail::CommAccess::get(comm);
+  if (!impl) return invalidUsage("bootstrapSend: the communicator was moved from or destroyed");
+  return impl->bootstrapRing().sendTo(peer, tag, body, timeout);
+}
+
+Result<std::string> bootstrapRecv(Communicator& comm, int peer, uint64_t tag,
+                                  std::chrono::milliseconds timeout) {
+  CommImpl* impl = detail::CommAccess::get(comm);
+  if (!impl) return invalidUsage("bootstrapRecv: the communicator was moved from or destroyed");
+  return impl->bootstrapRing().recvFrom(peer, tag, timeout);
+}
+
+}  // namespace tutti
