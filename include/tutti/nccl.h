@@ -84,8 +84,7 @@ typedef struct CUevent_st* cudaEvent_t;
 #define NCCL_VERSION_CODE 23203
 #endif
 #define NCCL_SUFFIX ""
-/* NCCL_VERSION_CODE is X*10000 + Y*100 + Z for 2.9 and later. */
-/* NCCL's encoding: X*1000+Y*100+Z up to 2.8, X*10000+Y*100+Z from 2.9 on. */
+/* NCCL's version encoding: X*1000+Y*100+Z up to 2.8, X*10000+Y*100+Z from 2.9 on. */
 #define NCCL_VERSION(X, Y, Z) \
   (((X) <= 2 && (Y) <= 8) ? (X) * 1000 + (Y) * 100 + (Z) : (X) * 10000 + (Y) * 100 + (Z))
 
@@ -329,7 +328,8 @@ ncclResult_t pncclMemFree(void* ptr);
 
 /* ---- version and identifiers ---- */
 
-/* Stores NCCL_VERSION_CODE of the emulated NCCL (22809). ncclInvalidArgument for NULL. */
+/* Stores the version code of the NCCL release the library covers, 23203 (2.32.3), whatever header
+ * the caller was compiled with. ncclInvalidArgument for NULL. */
 ncclResult_t ncclGetVersion(int* version);
 ncclResult_t pncclGetVersion(int* version);
 
