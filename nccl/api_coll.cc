@@ -1,7 +1,10 @@
 // File: nccl/api_coll.cc
-// NCCL collectives, send/recv, custom reduction operators, buffer registration and ncclMemAlloc.
+// NCCL collectives (also with a per-call ncclCollConfig_t), send/recv, custom reduction
+// operators, buffer and window registration, the window pointer queries, and ncclMemAlloc.
 // Every call checks its arguments at once (an error has no effect and is returned immediately;
 // inside a group it also cancels the group, as in NCCL) and then submits the operation (group.h).
+#include <algorithm>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <set>
@@ -136,7 +139,54 @@ struct Window {
   size_t size;
   int flags;
   CommState* comm;
+  int rank;  // the registering rank, for the pointer queries (which get no comm)
 };
+// Every live window, so that the pointer queries (ncclGetLsaDevicePointer, ...) can tell a window
+// from garbage without a communicator.
+std::mutex gWinMu;
+std::set<const Window*> gWindows;
+
+constexpr int kKnownWinFlags =
+    NCCL_WIN_COLL_SYMMETRIC | NCCL_WIN_STRICT_ORDERING | NCCL_WIN_GIN_ONLY | NCCL_WIN_CFT_COUNTED;
+
+// Reads a caller's ncclCollConfig_t of any version by its size/magic header (fields beyond the
+// caller's size keep their defaults; fields beyond ours are ignored) and refuses what tutti cannot
+// honour. The tuning fields (CTA counts, cluster size, CTA policy, profiler tag, ext) only steer
+// NCCL's kernels and are ignored.
+Status checkCollConfig(const ncclCollConfig_t* in, const char* api) {
+  if (!in) return Status::ok();
+  if (in->magic != NCCL_API_MAGIC)
+    return invalidArgument(
+        "{}: ncclCollConfig_t argument not initialized via NCCL_COLLCONFIG_INITIALIZER "
+        "(magic={:#x})",
+        api, in->magic);
+  if (in->size < offsetof(ncclCollConfig_t, ext))
+    return invalidArgument("{}: ncclCollConfig_t size {} bytes is smaller than its header", api,
+                           in->size);
+  ncclCollConfig_t c = NCCL_COLLCONFIG_INITIALIZER;
+  std::memcpy(&c, in, std::min(in->size, sizeof c));
+  if (c.algSelection && c.algSelection[0] != '\0' && c.forceAlgSelection != 0)
+    return invalidUsage(
+        "{}: not supported by tutti: ncclCollConfig_t.algSelection names NCCL algorithms "
+        "(algSelection=\"{}\", forceAlgSelection={}); set forceAlgSelection=0 to let tutti "
+        "choose",
+        api, c.algSelection, c.forceAlgSelection);
+  if (c.launchCompletionEvent)
+    return invalidUsage(
+        "{}: not supported by tutti: ncclCollConfig_t.launchCompletionEvent (a CUDA event "
+        "recorded when the collective's kernel has launched)",
+        api);
+  return Status::ok();
+}
+
+ncclResult_t enqueueWithConfig(PendingOp op, ncclDataType_t datatype, ncclRedOp_t redop,
+                               ncclComm_t comm, const ncclCollConfig_t* config) {
+  if (Status c = checkCollConfig(config, op.api); !c.isOk()) {
+    auto cs = checkComm(comm, op.api);
+    return failArg(c, cs.isOk() ? cs.value() : nullptr);
+  }
+  return enqueue(std::move(op), datatype, redop, comm);
+}
 
 }  // namespace
 }  // namespace tutti::nccl
@@ -200,6 +250,72 @@ NCCL_API(ncclResult_t, ncclScatter, const void* sendbuff, void* recvbuff, size_t
          ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
   return enqueue(collOp("ncclScatter", Coll::kScatter, sendbuff, recvbuff, count, root, stream),
                  datatype, ncclSum, comm);
+}
+
+// ---- collectives with a per-call configuration ----
+
+NCCL_API(ncclResult_t, ncclAllReduceConfig, const void* sendbuff, void* recvbuff, size_t count,
+         ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream,
+         const ncclCollConfig_t* config) {
+  return enqueueWithConfig(
+      collOp("ncclAllReduceConfig", Coll::kAllReduce, sendbuff, recvbuff, count, 0, stream),
+      datatype, op, comm, config);
+}
+
+NCCL_API(ncclResult_t, ncclBroadcastConfig, const void* sendbuff, void* recvbuff, size_t count,
+         ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream,
+         const ncclCollConfig_t* config) {
+  return enqueueWithConfig(
+      collOp("ncclBroadcastConfig", Coll::kBroadcast, sendbuff, recvbuff, count, root, stream),
+      datatype, ncclSum, comm, config);
+}
+
+NCCL_API(ncclResult_t, ncclReduceConfig, const void* sendbuff, void* recvbuff, size_t count,
+         ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream,
+         const ncclCollConfig_t* config) {
+  return enqueueWithConfig(
+      collOp("ncclReduceConfig", Coll::kReduce, sendbuff, recvbuff, count, root, stream),
+      datatype, op, comm, config);
+}
+
+NCCL_API(ncclResult_t, ncclAllGatherConfig, const void* sendbuff, void* recvbuff,
+         size_t sendcount, ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream,
+         const ncclCollConfig_t* config) {
+  return enqueueWithConfig(
+      collOp("ncclAllGatherConfig", Coll::kAllGather, sendbuff, recvbuff, sendcount, 0, stream),
+      datatype, ncclSum, comm, config);
+}
+
+NCCL_API(ncclResult_t, ncclReduceScatterConfig, const void* sendbuff, void* recvbuff,
+         size_t recvcount, ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+         cudaStream_t stream, const ncclCollConfig_t* config) {
+  return enqueueWithConfig(collOp("ncclReduceScatterConfig", Coll::kReduceScatter, sendbuff,
+                                  recvbuff, recvcount, 0, stream),
+                           datatype, op, comm, config);
+}
+
+NCCL_API(ncclResult_t, ncclAlltoAllConfig, const void* sendbuff, void* recvbuff, size_t count,
+         ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream,
+         const ncclCollConfig_t* config) {
+  return enqueueWithConfig(
+      collOp("ncclAlltoAllConfig", Coll::kAllToAll, sendbuff, recvbuff, count, 0, stream),
+      datatype, ncclSum, comm, config);
+}
+
+NCCL_API(ncclResult_t, ncclGatherConfig, const void* sendbuff, void* recvbuff, size_t count,
+         ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream,
+         const ncclCollConfig_t* config) {
+  return enqueueWithConfig(
+      collOp("ncclGatherConfig", Coll::kGather, sendbuff, recvbuff, count, root, stream),
+      datatype, ncclSum, comm, config);
+}
+
+NCCL_API(ncclResult_t, ncclScatterConfig, const void* sendbuff, void* recvbuff, size_t count,
+         ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream,
+         const ncclCollConfig_t* config) {
+  return enqueueWithConfig(
+      collOp("ncclScatterConfig", Coll::kScatter, sendbuff, recvbuff, count, root, stream),
+      datatype, ncclSum, comm, config);
 }
 
 // ---- point to point ----
@@ -332,9 +448,13 @@ NCCL_API(ncclResult_t, ncclCommWindowRegister, ncclComm_t comm, void* buff, size
   if (!win) return fail(invalidArgument("ncclCommWindowRegister: win is NULL"), s);
   if (!buff && size > 0)
     return fail(invalidArgument("ncclCommWindowRegister: buff is NULL (size={})", size), s);
-  if (winFlags & ~NCCL_WIN_COLL_SYMMETRIC)
+  if (winFlags & ~kKnownWinFlags)
     return fail(invalidArgument("ncclCommWindowRegister: unknown winFlags {:#x}", winFlags), s);
-  auto* w = new Window{buff, size, winFlags, s};
+  auto* w = new Window{buff, size, winFlags, s, s->rank};
+  {
+    std::lock_guard<std::mutex> lock(gWinMu);
+    gWindows.insert(w);
+  }
   std::lock_guard<std::mutex> lock(s->mu);
   s->registrations[w] = size;
   *win = reinterpret_cast<ncclWindow_t>(w);
@@ -350,6 +470,10 @@ NCCL_API(ncclResult_t, ncclCommWindowDeregister, ncclComm_t comm, ncclWindow_t w
     auto it = s->registrations.find(win);
     if (it != s->registrations.end()) {
       s->registrations.erase(it);
+      {
+        std::lock_guard<std::mutex> winLock(gWinMu);
+        gWindows.erase(reinterpret_cast<const Window*>(win));
+      }
       delete reinterpret_cast<Window*>(win);
       return ncclSuccess;
     }
@@ -371,6 +495,57 @@ NCCL_API(ncclResult_t, ncclWinGetUserPtr, ncclComm_t comm, ncclWindow_t win, voi
     return ncclInvalidArgument;
   }
   *outUserPtr = reinterpret_cast<Window*>(win)->buff;
+  return ncclSuccess;
+}
+
+// The address of byte `offset` of the calling rank's own window: tutti maps no peer memory, so a
+// rank's load/store-accessible (LSA) team is itself (lsaRank 0) and the only peer it can address is
+// itself.
+namespace {
+Result<void*> ownWindowPointer(ncclWindow_t window, size_t offset, void** outPtr,
+                               const char* api) {
+  if (!outPtr) return invalidArgument("{}: outPtr is NULL", api);
+  std::lock_guard<std::mutex> lock(gWinMu);
+  const auto* w = reinterpret_cast<const Window*>(window);
+  if (!gWindows.count(w))
+    return invalidArgument("{}: window {} is not a live window of ncclCommWindowRegister", api,
+                           static_cast<const void*>(window));
+  if (offset > w->size)
+    return invalidArgument("{}: offset {} bytes is beyond the window's {} bytes (rank={})", api,
+                           offset, w->size, w->rank);
+  return static_cast<void*>(static_cast<char*>(w->buff) + offset);
+}
+}  // namespace
+
+NCCL_API(ncclResult_t, ncclGetLsaDevicePointer, ncclWindow_t window, size_t offset, int lsaRank,
+         void** outPtr) {
+  constexpr const char* api = "ncclGetLsaDevicePointer";
+  auto p = ownWindowPointer(window, offset, outPtr, api);
+  if (!p.isOk()) return fail(p.status());
+  if (lsaRank != 0)
+    return fail(invalidArgument(
+        "{}: lsaRank {} is outside the LSA team [0, 1) (tutti: a rank's LSA team is itself)", api,
+        lsaRank));
+  *outPtr = p.value();
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclGetPeerDevicePointer, ncclWindow_t window, size_t offset, int peer,
+         void** outPtr) {
+  constexpr const char* api = "ncclGetPeerDevicePointer";
+  auto p = ownWindowPointer(window, offset, outPtr, api);
+  if (!p.isOk()) return fail(p.status());
+  int rank = 0;
+  {
+    std::lock_guard<std::mutex> lock(gWinMu);
+    rank = reinterpret_cast<const Window*>(window)->rank;
+  }
+  if (peer != rank)
+    return fail(invalidUsage(
+        "{}: not supported by tutti: peer {} is not load/store accessible from rank {} (tutti "
+        "maps no peer memory)",
+        api, peer, rank));
+  *outPtr = p.value();
   return ncclSuccess;
 }
 

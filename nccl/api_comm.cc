@@ -575,6 +575,8 @@ NCCL_API(const char*, ncclGetErrorString, ncclResult_t result) {
       return "remote process exited or there was a network error";
     case ncclInProgress:
       return "NCCL operation in progress";
+    case ncclTimeout:
+      return "timeout";  // NCCL's text; tutti itself reports timeouts as ncclRemoteError
     default:
       return "unknown result code";
   }

@@ -1,13 +1,18 @@
 // File: nccl/api_ext.cc
-// The NCCL 2.28 device-API host functions and the 2.29/2.30 additions that frameworks import.
-// The device API needs symmetric device memory and is not implemented: those calls return
-// ncclInvalidUsage with a message. Team queries (pure rank arithmetic), suspend/resume, memory
-// statistics and the parameter API work.
+// The host side of NCCL's device API (2.28 ... 2.32) and the later additions (2.29 ... 2.32:
+// grow, suspend/resume, memory statistics, one-sided signals, encryption, parameters). The
+// device API needs kernels over symmetric device memory, which tutti does not have: those calls
+// return ncclInvalidUsage with a "<function>: not supported by tutti: ..." message. Team queries
+// (rank arithmetic over tutti's model: a rank's load/store-accessible team is itself),
+// suspend/resume, memory statistics, encryption mode NONE and the parameter API work. The window
+// pointer queries live in api_coll.cc, beside the windows.
 #include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
+
+#include <tutti/nccl_device_host.h>
 
 #include "base/env.h"
 #include "base/log.h"
@@ -20,11 +25,17 @@ using namespace tutti::nccl;
 
 namespace {
 
-ncclResult_t notImplemented(const char* api, const char* why) {
-  return fail(invalidUsage("{}: not implemented by tutti {} ({})", api, versionString(), why));
+ncclResult_t notImplemented(const char* api, const char* what) {
+  return fail(invalidUsage("{}: not supported by tutti {}: {}", api, versionString(), what));
 }
 
-constexpr const char* kDeviceApi = "the NCCL device API needs device memory; host memory only";
+constexpr const char* kDeviceApi =
+    "the NCCL device API (kernels over symmetric device memory) is not implemented";
+constexpr const char* kMultimem = "multicast (NVLink SHARP) memory is not implemented";
+constexpr const char* kCft = "copy-engine forwarding (CFT) is not implemented";
+constexpr const char* kGin = "GPU-initiated networking (GIN) is not implemented";
+constexpr const char* kOneSided = "one-sided operations on windows are not implemented";
+constexpr ncclTeam_t kSelfTeam{1, 0, 1};  // a team of this rank alone
 
 // ncclParamHandle_t points at one of these; they live for the process.
 struct ParamHandle {
@@ -65,14 +76,19 @@ std::vector<std::string> ncclEnvKeys() {
 
 }  // namespace
 
-// ---- 2.28 device API (host side) ----
+// ---- device API, host side ----
 
-NCCL_API(ncclResult_t, ncclDevCommCreate, ncclComm_t comm, const struct ncclDevCommRequirements*,
-         struct ncclDevComm*) {
+NCCL_API(ncclResult_t, ncclCommQueryProperties, ncclComm_t comm, ncclCommProperties_t*) {
+  (void)comm;
+  return notImplemented("ncclCommQueryProperties", kDeviceApi);
+}
+
+NCCL_API(ncclResult_t, ncclDevCommCreate, ncclComm_t comm, const ncclDevCommRequirements_t*,
+         ncclDevComm_t*) {
   (void)comm;
   return notImplemented("ncclDevCommCreate", kDeviceApi);
 }
-NCCL_API(ncclResult_t, ncclDevCommDestroy, ncclComm_t comm, const struct ncclDevComm*) {
+NCCL_API(ncclResult_t, ncclDevCommDestroy, ncclComm_t comm, const ncclDevComm_t*) {
   (void)comm;
   return notImplemented("ncclDevCommDestroy", kDeviceApi);
 }
@@ -83,12 +99,26 @@ NCCL_API(ncclTeam_t, ncclTeamWorld, ncclComm_t comm) {
 }
 NCCL_API(ncclTeam_t, ncclTeamLsa, ncclComm_t comm) {
   (void)comm;
-  return ncclTeam_t{1, 0, 1};
+  return kSelfTeam;
 }
 NCCL_API(ncclTeam_t, ncclTeamRail, ncclComm_t comm) {
   auto s = checkComm(comm, "ncclTeamRail");
   if (!s.isOk()) return ncclTeam_t{0, 0, 1};
   return ncclTeam_t{s.value()->nranks, s.value()->rank, 1};
+}
+NCCL_API(ncclTeam_t, ncclTeamCft, ncclComm_t comm, ncclCftTeamMode_t mode) {
+  (void)comm;
+  switch (mode) {
+    case NCCL_CFT_TEAM_FLAT:
+    case NCCL_CFT_TEAM_HIER_MULTIMEM:
+    case NCCL_CFT_TEAM_HIER_LSA:
+      return kSelfTeam;  // no CFT: every grouping of "this rank alone" is itself
+  }
+  return ncclTeam_t{0, 0, 0};
+}
+NCCL_API(ncclTeam_t, ncclTeamCftMultimem, ncclComm_t comm) {
+  (void)comm;
+  return kSelfTeam;
 }
 NCCL_API(int, ncclTeamRankToWorld, ncclComm_t comm, ncclTeam_t team, int rank) {
   auto s = checkComm(comm, "ncclTeamRankToWorld");
@@ -100,35 +130,62 @@ NCCL_API(int, ncclTeamRankToLsa, ncclComm_t comm, ncclTeam_t team, int rank) {
   if (!s.isOk()) return -1;
   return rank == team.rank ? 0 : -1;  // only this rank is load/store accessible
 }
-NCCL_API(ncclResult_t, ncclLsaBarrierCreateRequirement, ncclTeam_t, int,
-         struct ncclLsaBarrierHandle*, struct ncclDevResourceRequirements*) {
+NCCL_API(ncclResult_t, ncclLsaBarrierCreateRequirement, ncclTeam_t, int, ncclLsaBarrierHandle_t*,
+         ncclDevResourceRequirements_t*) {
   return notImplemented("ncclLsaBarrierCreateRequirement", kDeviceApi);
 }
 NCCL_API(ncclResult_t, ncclGinBarrierCreateRequirement, ncclComm_t, ncclTeam_t, int,
-         struct ncclGinBarrierHandle*, struct ncclDevResourceRequirements*) {
-  return notImplemented("ncclGinBarrierCreateRequirement", kDeviceApi);
+         ncclGinBarrierHandle_t*, ncclDevResourceRequirements_t*) {
+  return notImplemented("ncclGinBarrierCreateRequirement", kGin);
 }
 NCCL_API(int, ncclLLA2ACalcSlots, int maxElts, int maxEltSize) {
   if (maxElts <= 0 || maxEltSize <= 0) return 0;
   return maxElts * ((maxEltSize + 7) / 8);
 }
-NCCL_API(ncclResult_t, ncclLLA2ACreateRequirement, int, int, struct ncclLLA2AHandle*,
-         struct ncclDevResourceRequirements*) {
+NCCL_API(ncclResult_t, ncclLLA2ACreateRequirement, int, int, ncclLLA2AHandle_t*,
+         ncclDevResourceRequirements_t*) {
   return notImplemented("ncclLLA2ACreateRequirement", kDeviceApi);
 }
+NCCL_API(ncclResult_t, ncclGinOutboxCreateRequirement, int, int, struct ncclGinOutboxHandle*,
+         ncclDevResourceRequirements_t*) {
+  return notImplemented("ncclGinOutboxCreateRequirement", kGin);
+}
+NCCL_API(ncclResult_t, ncclGinInboxA2ACreateRequirement, ncclTeam_t, int, int,
+         struct ncclGinInboxA2AHandle*, ncclDevResourceRequirements_t*) {
+  return notImplemented("ncclGinInboxA2ACreateRequirement", kGin);
+}
+// The window's own pointer (ncclGetLsaDevicePointer, ncclGetPeerDevicePointer) is in api_coll.cc;
+// multicast and CFT addresses do not exist in tutti.
+NCCL_API(ncclResult_t, ncclGetLsaMultimemDevicePointer, ncclWindow_t, size_t, void**) {
+  return notImplemented("ncclGetLsaMultimemDevicePointer", kMultimem);
+}
+NCCL_API(ncclResult_t, ncclGetMultimemDevicePointer, ncclWindow_t, size_t, ncclMultimemHandle_t,
+         void**) {
+  return notImplemented("ncclGetMultimemDevicePointer", kMultimem);
+}
+NCCL_API(ncclResult_t, ncclGetMultimemDeviceLeInfo, ncclWindow_t, size_t, ncclCftLeId*, size_t*) {
+  return notImplemented("ncclGetMultimemDeviceLeInfo", kCft);
+}
+NCCL_API(ncclResult_t, ncclGetCftDeviceLeInfo, ncclWindow_t, size_t, int, ncclTeam_t, ncclCftLeId*,
+         size_t*) {
+  return notImplemented("ncclGetCftDeviceLeInfo", kCft);
+}
+NCCL_API(ncclResult_t, ncclGetPeerDeviceLeInfo, ncclWindow_t, size_t, int, ncclCftLeId*, size_t*) {
+  return notImplemented("ncclGetPeerDeviceLeInfo", kCft);
+}
 
-// ---- 2.29 / 2.30 ----
+// ---- 2.29 ... 2.32 ----
 
 NCCL_API(ncclResult_t, ncclCommGetUniqueId, ncclComm_t comm, ncclUniqueId* uniqueId) {
   (void)comm;
   (void)uniqueId;
-  return notImplemented("ncclCommGetUniqueId", "growing a communicator (NCCL 2.29)");
+  return notImplemented("ncclCommGetUniqueId", "growing a communicator is not implemented");
 }
 NCCL_API(ncclResult_t, ncclCommGrow, ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId,
          int rank, ncclComm_t* newcomm, ncclConfig_t* config) {
   (void)comm, (void)nRanks, (void)uniqueId, (void)rank, (void)config;
   if (newcomm) *newcomm = nullptr;
-  return notImplemented("ncclCommGrow", "growing a communicator (NCCL 2.29)");
+  return notImplemented("ncclCommGrow", "growing a communicator is not implemented");
 }
 NCCL_API(ncclResult_t, ncclCommSuspend, ncclComm_t comm, int flags) {
   auto s = checkComm(comm, "ncclCommSuspend");
@@ -162,22 +219,36 @@ NCCL_API(ncclResult_t, ncclCommMemStats, ncclComm_t comm, ncclCommMemStat_t stat
   return fail(invalidArgument("ncclCommMemStats: unknown stat {}", static_cast<int>(stat)),
               s.value());
 }
-NCCL_API(ncclResult_t, ncclCommQueryProperties, ncclComm_t comm, struct ncclCommProperties*) {
-  (void)comm;
-  return notImplemented("ncclCommQueryProperties", "NCCL 2.29 device-API properties");
-}
 NCCL_API(ncclResult_t, ncclPutSignal, const void*, size_t, ncclDataType_t, int, ncclWindow_t,
          size_t, int, int, unsigned int, ncclComm_t, cudaStream_t) {
-  return notImplemented("ncclPutSignal", "one-sided operations (NCCL 2.29)");
+  return notImplemented("ncclPutSignal", kOneSided);
 }
 NCCL_API(ncclResult_t, ncclSignal, int, int, int, unsigned int, ncclComm_t, cudaStream_t) {
-  return notImplemented("ncclSignal", "one-sided operations (NCCL 2.29)");
+  return notImplemented("ncclSignal", kOneSided);
 }
 NCCL_API(ncclResult_t, ncclWaitSignal, int, ncclWaitSignalDesc_t*, ncclComm_t, cudaStream_t) {
-  return notImplemented("ncclWaitSignal", "one-sided operations (NCCL 2.29)");
+  return notImplemented("ncclWaitSignal", kOneSided);
+}
+NCCL_API(ncclResult_t, ncclSetEncryption, const ncclEncryptionConfig_t* config) {
+  constexpr const char* api = "ncclSetEncryption";
+  if (!config) return fail(invalidArgument("{}: config is NULL", api));
+  if (config->magic != NCCL_API_MAGIC)
+    return fail(invalidArgument(
+        "{}: config not initialized via NCCL_ENCRYPTION_CONFIG_INITIALIZER (magic={:#x})", api,
+        config->magic));
+  // The mode is the first field after the header; psk follows it and is not read.
+  if (config->size < offsetof(ncclEncryptionConfig_t, mode) + sizeof(int))
+    return fail(invalidArgument("{}: config size {} bytes is too small", api, config->size));
+  switch (config->mode) {
+    case NCCL_ENCRYPTION_MODE_NONE:
+      return ncclSuccess;  // tutti's sockets are plaintext already
+    case NCCL_ENCRYPTION_MODE_PSK:
+      return notImplemented(api, "TLS with a pre-shared key is not implemented (mode=PSK)");
+  }
+  return fail(invalidArgument("{}: unknown encryption mode {}", api, config->mode));
 }
 
-// ---- parameters (2.30) ----
+// ---- parameters ----
 
 NCCL_API(ncclResult_t, ncclParamBind, ncclParamHandle_t* out, const char* key) {
   if (!out || !key) return fail(invalidArgument("ncclParamBind: out and key must not be NULL"));

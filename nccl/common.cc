@@ -40,7 +40,9 @@ ncclResult_t toResult(Code code) {
     case Code::kInProgress:
       return ncclInProgress;
     case Code::kTimeout:
-      return ncclRemoteError;  // NCCL 2.28 has no timeout code
+      // ncclTimeout exists from NCCL 2.29 on; callers built against older headers (PyTorch
+      // 2.11's 2.28) would not know it, and for them a timed-out peer is a remote error.
+      return ncclRemoteError;
   }
   return ncclInternalError;
 }

@@ -1,15 +1,23 @@
 /* File: include/tutti/nccl.h
- * tutti's declaration of the NCCL 2.28 C API and ABI, written for tutti (not copied from NVIDIA's
- * header). A program compiled against NVIDIA's nccl.h runs unchanged on tutti's libnccl.so.2, and a
- * program compiled against this header runs on either library. docs/NCCL.md says what is
- * implemented; everything declared here is exported by libnccl.so.2.
+ * tutti's declaration of the NCCL C API and ABI (NCCL 2.32), written for tutti (not copied from
+ * NVIDIA's header). A program compiled against NVIDIA's nccl.h (2.14 ... 2.32) runs unchanged on
+ * tutti's libnccl.so.2, and a program compiled against this header runs on either library.
+ * docs/NCCL.md says what is implemented; everything declared here is exported by libnccl.so.2.
  *
- * ABI facts this header pins down (checked by tests/nccl/abi_test.cc against NVIDIA's header):
+ * Scope: the same declarations as NVIDIA's nccl.h. The host side of NCCL's device API (teams,
+ * ncclDevComm, resource requirements, window pointer queries) is declared by NVIDIA's
+ * nccl_device.h, which a program may include after this header (nccl-tests does): this header
+ * therefore defines none of the device-API types. Programs that call those host functions without
+ * NVIDIA's device headers include <tutti/nccl_device_host.h> instead.
+ *
+ * ABI facts this header pins down (tests/nccl/abi_layout.cc compares them with NVIDIA's header):
  *  - every enum is int-sized and has NCCL's values; ncclUniqueId is 128 bytes passed by value;
- *  - ncclConfig_t is versioned by its first three fields (size, magic, version): the library reads
- *    only min(size, its own size) bytes, so callers built against older or newer headers work;
+ *  - ncclConfig_t, ncclCollConfig_t and ncclEncryptionConfig_t are versioned by their first three
+ *    fields (size, magic, version): the library reads only min(size, its own size) bytes, so
+ *    callers built against older or newer headers work;
  *  - each function is exported as a weak ncclX plus a strong pncclX alias (profiling hook);
- *  - ncclGetVersion reports 22809 (NCCL 2.28.9).
+ *  - ncclGetVersion reports 23203 (NCCL 2.32.3), the release whose exported symbols libnccl.so.2
+ *    covers (tests/nccl/nccl_2_32_3_symbols.txt).
  *
  * Conventions shared by every function below:
  *  - counts are ELEMENTS of `datatype`, never bytes; "per rank" where a collective says so;
@@ -27,7 +35,8 @@
  *    undefined (docs/GPU.md);
  *  - errors: ncclInvalidArgument for a bad argument (the call had no effect; the message,
  *    naming the argument and its value, is in ncclGetLastError), ncclInvalidUsage for a call
- *    that is wrong in the current state or not implemented, ncclRemoteError when a peer died,
+ *    that is wrong in the current state or not implemented (the message then starts with the
+ *    function's name and says "not supported by tutti"), ncclRemoteError when a peer died,
  *    closed its connection or timed out, ncclSystemError for OS failures, ncclInProgress for
  *    nonblocking communicators;
  *  - thread safety: as NCCL: one thread at a time per communicator, except ncclCommAbort and
@@ -43,22 +52,39 @@
 #endif
 #endif
 #ifndef TUTTI_NCCL_HAVE_CUDA_RUNTIME
-/* Without the CUDA toolkit a stream is an opaque pointer; pass NULL. Same type as CUDA's. */
+/* Without the CUDA toolkit a stream or an event is an opaque pointer; pass NULL. Same types as
+ * CUDA's. */
 struct CUstream_st;
 typedef struct CUstream_st* cudaStream_t;
+struct CUevent_st;
+typedef struct CUevent_st* cudaEvent_t;
 #endif
 
 #include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
 
+/* The NCCL release whose API this header declares and whose exported symbols libnccl.so.2
+ * covers; ncclGetVersion reports the same code at run time.
+ *
+ * TUTTI_NCCL_COMPAT_2_28 (define it before including this header) makes the header present
+ * itself as NCCL 2.28.9 instead: the version macros change, nothing else. It is for programs that
+ * gate device-API code on NCCL_VERSION_CODE and are compiled with the CUDA toolkit's NCCL 2.28
+ * nccl_device.h (CUDA 13.0 ships 2.28.9): their 2.29+ branches need types (ncclCommProperties_t,
+ * ...) that only 2.29+ device headers define. ncclGetVersion still reports 2.32.3. */
+#ifdef TUTTI_NCCL_COMPAT_2_28
 #define NCCL_MAJOR 2
 #define NCCL_MINOR 28
 #define NCCL_PATCH 9
-#define NCCL_SUFFIX ""
-/* The version this library emulates: X*10000 + Y*100 + Z for 2.9 and later. */
 #define NCCL_VERSION_CODE 22809
-/* NCCL's encoding: X*1000+Y*100+Z up to 2.8, X*10000+Y*100+Z from 2.9 on. */
+#else
+#define NCCL_MAJOR 2
+#define NCCL_MINOR 32
+#define NCCL_PATCH 3
+#define NCCL_VERSION_CODE 23203
+#endif
+#define NCCL_SUFFIX ""
+/* NCCL's version encoding: X*1000+Y*100+Z up to 2.8, X*10000+Y*100+Z from 2.9 on. */
 #define NCCL_VERSION(X, Y, Z) \
   (((X) <= 2 && (Y) <= 8) ? (X) * 1000 + (Y) * 100 + (Z) : (X) * 10000 + (Y) * 100 + (Z))
 
@@ -81,7 +107,7 @@ typedef struct {
   char internal[NCCL_UNIQUE_ID_BYTES];
 } ncclUniqueId;
 
-/* ---- result codes (NCCL 2.28 values) ---- */
+/* ---- result codes (NCCL values) ---- */
 typedef enum {
   ncclSuccess = 0,
   ncclUnhandledCudaError = 1,
@@ -91,7 +117,10 @@ typedef enum {
   ncclInvalidUsage = 5,
   ncclRemoteError = 6,
   ncclInProgress = 7,
-  ncclNumResults = 8
+  /* An operation did not complete in time (NCCL 2.29+). tutti reports its own timeouts
+   * (TUTTI_TIMEOUT) as ncclRemoteError, which programs built against any NCCL header know. */
+  ncclTimeout = 8,
+  ncclNumResults = 9
 } ncclResult_t;
 
 #define NCCL_CONFIG_UNDEF_INT INT_MIN
@@ -100,9 +129,13 @@ typedef enum {
 #define NCCL_UNDEF_FLOAT -1.0f
 #define NCCL_API_MAGIC 0xcafebeef
 
-/* Window registration flags. */
+/* Window registration flags (ncclCommWindowRegister; bits may be combined). */
 #define NCCL_WIN_DEFAULT 0x00
-#define NCCL_WIN_COLL_SYMMETRIC 0x01
+#define NCCL_WIN_COLL_SYMMETRIC 0x01   /* same size registered by every rank */
+#define NCCL_WIN_STRICT_ORDERING 0x02  /* one-sided operations complete in issue order */
+#define NCCL_WIN_GIN_ONLY 0x04         /* register for GPU-initiated networking only */
+#define NCCL_WIN_CFT_COUNTED 0x08      /* register for counted CFT access only */
+/* Alignment in bytes that NCCL requires of symmetric window buffers. */
 #define NCCL_WIN_REQUIRED_ALIGNMENT 4096
 
 /* CTA policies (accepted and ignored on host memory). */
@@ -117,12 +150,33 @@ typedef enum {
 /* ncclCommRevoke flags. */
 #define NCCL_REVOKE_DEFAULT 0x00
 
-/* Communicator configuration, NCCL 2.28 layout. Initialise with NCCL_CONFIG_INITIALIZER, then set
- * fields. Fields that tutti honours: blocking (0 = nonblocking communicator), splitShare and
- * shrinkShare (accepted; resources are never shared), commName (logs). The others are accepted
- * and ignored: they tune GPU kernels. */
-typedef struct ncclConfig_v22800 {
-  size_t size;           /* sizeof(ncclConfig_t) of the caller's header */
+/* ncclConfig_t.hostCftMode: host-side copy-engine forwarding (GPU fabric feature; accepted and
+ * ignored by tutti). */
+typedef enum {
+  ncclHostCftDefault = NCCL_CONFIG_UNDEF_INT,
+  ncclHostCftEnable = 1,
+  ncclHostCftDisable = 2,
+  ncclHostCftFallback = 3
+} ncclHostCftMode_t;
+
+/* ncclConfig_t.nvlsHostMode: which host-side NVLink SHARP components to use (bits may be
+ * combined; accepted and ignored by tutti). */
+typedef enum {
+  ncclNvlsHostModeDefault = NCCL_CONFIG_UNDEF_INT,
+  ncclNvlsHostModeEnable = 0,
+  ncclNvlsHostModeDisableTransport = 1 << 0,
+  ncclNvlsHostModeDisableSymmetricMultimem = 1 << 1,
+  ncclNvlsHostModeDisable = INT_MAX
+} ncclNvlsHostMode_t;
+
+/* Communicator configuration, NCCL 2.32 layout (fields are only ever appended; a caller built
+ * against an older header passes its smaller size, and the fields it lacks keep their defaults).
+ * Initialise with NCCL_CONFIG_INITIALIZER, then set fields. Fields that tutti honours: blocking (0
+ * = nonblocking communicator), splitShare and shrinkShare (accepted; resources are never shared),
+ * commName (logs). The others are accepted and ignored: they tune GPU kernels and NCCL's
+ * transports. */
+typedef struct ncclConfig_v23100 {
+  size_t size;           /* sizeof(ncclConfig_t) of the caller's header, bytes */
   unsigned int magic;    /* NCCL_API_MAGIC */
   unsigned int version;  /* NCCL_VERSION_CODE of the caller's header */
   int blocking;
@@ -139,16 +193,74 @@ typedef struct ncclConfig_v22800 {
   int nvlsCTAs;
   int nChannelsPerNetPeer;
   int nvlinkCentricSched;
+  /* NCCL 2.29 ... 2.32 */
+  int graphUsageMode;
+  int numRmaCtx;
+  int maxP2pPeers;
+  int graphStreamOrdering;
+  int launchOrderImplicit;
+  int numRmaSig;
+  int rmaEagerInit;
+  int hostCftMode;  /* ncclHostCftMode_t */
+  int nvlsHostMode; /* ncclNvlsHostMode_t */
 } ncclConfig_t;
 
-#define NCCL_CONFIG_INITIALIZER                                                         \
-  {                                                                                     \
-    sizeof(ncclConfig_t), NCCL_API_MAGIC, NCCL_VERSION_CODE, NCCL_CONFIG_UNDEF_INT,     \
-        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,            \
-        NCCL_CONFIG_UNDEF_PTR, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,            \
-        NCCL_CONFIG_UNDEF_PTR, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,            \
-        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,            \
-        NCCL_CONFIG_UNDEF_INT                                                           \
+#define NCCL_CONFIG_INITIALIZER                                                             \
+  {                                                                                         \
+    sizeof(ncclConfig_t), NCCL_API_MAGIC, NCCL_VERSION_CODE, NCCL_CONFIG_UNDEF_INT,         \
+        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,                \
+        NCCL_CONFIG_UNDEF_PTR, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,                \
+        NCCL_CONFIG_UNDEF_PTR, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,                \
+        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,                \
+        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,                \
+        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,                \
+        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,                \
+        NCCL_CONFIG_UNDEF_INT                                                               \
+  }
+
+/* One vendor-specific option of a ncclCollConfig_t: a (vendorId, optionId) key and a value, in a
+ * NULL-terminated list through `next`. NVIDIA's library ignores every option; so does tutti. */
+typedef struct ncclConfigExt {
+  struct ncclConfigExt* next;
+  struct {
+    int vendorId; /* non-zero, below 2^24, chosen by the vendor library */
+    int optionId;
+  } key;
+  union {
+    int i;
+    const char* s;
+    void* raw;
+  } val;
+} ncclConfigExt_t;
+
+/* Per-call configuration of the nccl*Config collectives (NCCL 2.32), versioned like ncclConfig_t.
+ * Initialise with NCCL_COLLCONFIG_INITIALIZER. tutti accepts and ignores the tuning fields (CTA
+ * counts, cluster size, CTA policy, profiler tag, ext). algSelection names NCCL algorithms, which
+ * tutti does not have: a non-empty algSelection with forceAlgSelection != 0 is ncclInvalidUsage,
+ * with forceAlgSelection == 0 it is ignored. A non-NULL launchCompletionEvent is ncclInvalidUsage
+ * (not supported by tutti). */
+typedef struct ncclCollConfig_v23200 {
+  size_t size;           /* sizeof(ncclCollConfig_t) of the caller's header, bytes */
+  unsigned int magic;    /* NCCL_API_MAGIC */
+  unsigned int version;  /* NCCL_VERSION_CODE of the caller's header */
+  ncclConfigExt_t* ext;  /* vendor options, or NULL */
+  int minCTAs;
+  int maxCTAs;
+  int nvlsCTAs;
+  int cgaClusterSize;
+  const char* algSelection; /* NULL or "" = automatic */
+  int forceAlgSelection;    /* 1 (default): an unsatisfiable algSelection is an error */
+  int CTAPolicy;
+  uint64_t userProfilerTag; /* handed to profiler plugins; 0 = untagged */
+  cudaEvent_t launchCompletionEvent;
+} ncclCollConfig_t;
+
+#define NCCL_COLLCONFIG_INITIALIZER                                                         \
+  {                                                                                         \
+    sizeof(ncclCollConfig_t), NCCL_API_MAGIC, NCCL_VERSION_CODE, NCCL_CONFIG_UNDEF_PTR,     \
+        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,                \
+        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_PTR, 1, NCCL_CONFIG_UNDEF_INT, 0,          \
+        NCCL_CONFIG_UNDEF_PTR                                                               \
   }
 
 /* Result of ncclGroupSimulateEnd. estimatedTime is in microseconds. */
@@ -216,7 +328,8 @@ ncclResult_t pncclMemFree(void* ptr);
 
 /* ---- version and identifiers ---- */
 
-/* Stores NCCL_VERSION_CODE of the emulated NCCL (22809). ncclInvalidArgument for NULL. */
+/* Stores the version code of the NCCL release the library covers, 23203 (2.32.3), whatever header
+ * the caller was compiled with. ncclInvalidArgument for NULL. */
 ncclResult_t ncclGetVersion(int* version);
 ncclResult_t pncclGetVersion(int* version);
 
@@ -329,8 +442,9 @@ ncclResult_t pncclCommRegister(const ncclComm_t comm, void* buff, size_t size, v
 /* ncclInvalidArgument for a handle not returned by ncclCommRegister on comm. */
 ncclResult_t ncclCommDeregister(const ncclComm_t comm, void* handle);
 ncclResult_t pncclCommDeregister(const ncclComm_t comm, void* handle);
-/* Records a window over [buff, buff+size); collective in NCCL, local here. winFlags:
- * NCCL_WIN_DEFAULT or NCCL_WIN_COLL_SYMMETRIC. ncclInvalidArgument for win NULL. */
+/* Records a window over [buff, buff+size) (size in bytes); collective in NCCL, local here.
+ * winFlags: NCCL_WIN_DEFAULT or any combination of the NCCL_WIN_* bits (recorded, no effect on
+ * host memory). ncclInvalidArgument for win NULL, buff NULL with size > 0, or an unknown bit. */
 ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win,
                                     int winFlags);
 ncclResult_t pncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win,
@@ -445,115 +559,155 @@ ncclResult_t pncclGroupEnd(void);
 ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo);
 ncclResult_t pncclGroupSimulateEnd(ncclSimInfo_t* simInfo);
 
-/* ---- NCCL 2.28 device API, host side (nccl_device headers in NVIDIA's toolkit) ----
- * The device API runs CUDA kernels over symmetric device memory; tutti does not implement it yet.
- * The team queries are pure rank arithmetic and work; the rest return ncclInvalidUsage. */
-struct ncclDevComm;
-struct ncclDevCommRequirements;
-struct ncclDevResourceRequirements;
-struct ncclLsaBarrierHandle;
-struct ncclGinBarrierHandle;
-struct ncclLLA2AHandle;
-/* A set of ranks: nRanks members, this rank's index, and the world-rank stride between members. */
-typedef struct ncclTeam {
-  int nRanks, rank, stride;
-} ncclTeam_t;
+/* ---- collectives with a per-call configuration (NCCL 2.32) ----
+ * Each is the collective of the same name with `config` added (NULL = defaults). Shapes, units,
+ * completion and errors as above; in addition ncclInvalidArgument for a config not made by
+ * NCCL_COLLCONFIG_INITIALIZER (bad magic, or a size smaller than its first fields), and
+ * ncclInvalidUsage for the fields ncclCollConfig_t says tutti does not support. */
+ncclResult_t ncclAllReduceConfig(const void* sendbuff, void* recvbuff, size_t count,
+                                 ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                                 cudaStream_t stream, const ncclCollConfig_t* config);
+ncclResult_t pncclAllReduceConfig(const void* sendbuff, void* recvbuff, size_t count,
+                                  ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                                  cudaStream_t stream, const ncclCollConfig_t* config);
+ncclResult_t ncclBroadcastConfig(const void* sendbuff, void* recvbuff, size_t count,
+                                 ncclDataType_t datatype, int root, ncclComm_t comm,
+                                 cudaStream_t stream, const ncclCollConfig_t* config);
+ncclResult_t pncclBroadcastConfig(const void* sendbuff, void* recvbuff, size_t count,
+                                  ncclDataType_t datatype, int root, ncclComm_t comm,
+                                  cudaStream_t stream, const ncclCollConfig_t* config);
+ncclResult_t ncclReduceConfig(const void* sendbuff, void* recvbuff, size_t count,
+                              ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm,
+                              cudaStream_t stream, const ncclCollConfig_t* config);
+ncclResult_t pncclReduceConfig(const void* sendbuff, void* recvbuff, size_t count,
+                               ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm,
+                               cudaStream_t stream, const ncclCollConfig_t* config);
+ncclResult_t ncclAllGatherConfig(const void* sendbuff, void* recvbuff, size_t sendcount,
+                                 ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream,
+                                 const ncclCollConfig_t* config);
+ncclResult_t pncclAllGatherConfig(const void* sendbuff, void* recvbuff, size_t sendcount,
+                                  ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream,
+                                  const ncclCollConfig_t* config);
+ncclResult_t ncclReduceScatterConfig(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                     ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                                     cudaStream_t stream, const ncclCollConfig_t* config);
+ncclResult_t pncclReduceScatterConfig(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                      ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                                      cudaStream_t stream, const ncclCollConfig_t* config);
+ncclResult_t ncclAlltoAllConfig(const void* sendbuff, void* recvbuff, size_t count,
+                                ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream,
+                                const ncclCollConfig_t* config);
+ncclResult_t pncclAlltoAllConfig(const void* sendbuff, void* recvbuff, size_t count,
+                                 ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream,
+                                 const ncclCollConfig_t* config);
+ncclResult_t ncclGatherConfig(const void* sendbuff, void* recvbuff, size_t count,
+                              ncclDataType_t datatype, int root, ncclComm_t comm,
+                              cudaStream_t stream, const ncclCollConfig_t* config);
+ncclResult_t pncclGatherConfig(const void* sendbuff, void* recvbuff, size_t count,
+                               ncclDataType_t datatype, int root, ncclComm_t comm,
+                               cudaStream_t stream, const ncclCollConfig_t* config);
+ncclResult_t ncclScatterConfig(const void* sendbuff, void* recvbuff, size_t count,
+                               ncclDataType_t datatype, int root, ncclComm_t comm,
+                               cudaStream_t stream, const ncclCollConfig_t* config);
+ncclResult_t pncclScatterConfig(const void* sendbuff, void* recvbuff, size_t count,
+                                ncclDataType_t datatype, int root, ncclComm_t comm,
+                                cudaStream_t stream, const ncclCollConfig_t* config);
 
-ncclResult_t ncclDevCommCreate(ncclComm_t comm, const struct ncclDevCommRequirements* reqs,
-                               struct ncclDevComm* outDevComm);
-ncclResult_t pncclDevCommCreate(ncclComm_t comm, const struct ncclDevCommRequirements* reqs,
-                                struct ncclDevComm* outDevComm);
-ncclResult_t ncclDevCommDestroy(ncclComm_t comm, const struct ncclDevComm* devComm);
-ncclResult_t pncclDevCommDestroy(ncclComm_t comm, const struct ncclDevComm* devComm);
-/* Every rank: {nranks, rank, 1}. */
-ncclTeam_t ncclTeamWorld(ncclComm_t comm);
-ncclTeam_t pncclTeamWorld(ncclComm_t comm);
-/* Load/store-accessible ranks: only this rank on host memory: {1, 0, 1}. */
-ncclTeam_t ncclTeamLsa(ncclComm_t comm);
-ncclTeam_t pncclTeamLsa(ncclComm_t comm);
-/* Ranks with this rank's index in its LSA team: every rank, {nranks, rank, 1}. */
-ncclTeam_t ncclTeamRail(ncclComm_t comm);
-ncclTeam_t pncclTeamRail(ncclComm_t comm);
-/* World rank of member `rank` of team: own rank + (rank - team.rank) * team.stride. */
-int ncclTeamRankToWorld(ncclComm_t comm, ncclTeam_t team, int rank);
-int pncclTeamRankToWorld(ncclComm_t comm, ncclTeam_t team, int rank);
-/* LSA index of team member `rank`: 0 for this rank, -1 otherwise (host memory). */
-int ncclTeamRankToLsa(ncclComm_t comm, ncclTeam_t team, int rank);
-int pncclTeamRankToLsa(ncclComm_t comm, ncclTeam_t team, int rank);
-ncclResult_t ncclLsaBarrierCreateRequirement(ncclTeam_t team, int nBarriers,
-                                             struct ncclLsaBarrierHandle* outHandle,
-                                             struct ncclDevResourceRequirements* outReq);
-ncclResult_t pncclLsaBarrierCreateRequirement(ncclTeam_t team, int nBarriers,
-                                              struct ncclLsaBarrierHandle* outHandle,
-                                              struct ncclDevResourceRequirements* outReq);
-ncclResult_t ncclGinBarrierCreateRequirement(ncclComm_t comm, ncclTeam_t team, int nBarriers,
-                                             struct ncclGinBarrierHandle* outHandle,
-                                             struct ncclDevResourceRequirements* outReq);
-ncclResult_t pncclGinBarrierCreateRequirement(ncclComm_t comm, ncclTeam_t team, int nBarriers,
-                                              struct ncclGinBarrierHandle* outHandle,
-                                              struct ncclDevResourceRequirements* outReq);
-/* Slots for a low-latency all-to-all of maxElts elements of maxEltSize bytes: maxElts *
- * ceil(maxEltSize / 8) (16-byte lines carrying 8 data bytes each); 0 for non-positive inputs. */
-int ncclLLA2ACalcSlots(int maxElts, int maxEltSize);
-int pncclLLA2ACalcSlots(int maxElts, int maxEltSize);
-ncclResult_t ncclLLA2ACreateRequirement(int nBlocks, int nSlots, struct ncclLLA2AHandle* outHandle,
-                                        struct ncclDevResourceRequirements* outReq);
-ncclResult_t pncclLLA2ACreateRequirement(int nBlocks, int nSlots,
-                                         struct ncclLLA2AHandle* outHandle,
-                                         struct ncclDevResourceRequirements* outReq);
+/* ---- growing, suspending and inspecting communicators (NCCL 2.29 ... 2.32) ---- */
 
-/* ---- later NCCL additions that frameworks import (2.29 / 2.30) ----
- * Exported so that binaries built against newer headers load (RTLD_NOW). Unless stated, they
- * return ncclInvalidUsage with a ncclGetLastError message: the reported version (2.28.9) tells
- * callers that check it not to use them. */
-typedef struct ncclParamHandle* ncclParamHandle_t;
-typedef enum {
-  ncclStatGpuMemSuspend = 0,
-  ncclStatGpuMemSuspended = 1,
-  ncclStatGpuMemPersist = 2,
-  ncclStatGpuMemTotal = 3
-} ncclCommMemStat_t;
-typedef struct {
-  int opCnt, peer, sigIdx, ctx;
-} ncclWaitSignalDesc_t;
-struct ncclCommProperties;
-#define NCCL_SUSPEND_MEM 0x01
-
+/* ncclCommGrow / ncclCommGetUniqueId: adding ranks to a live communicator. Not supported by
+ * tutti: ncclInvalidUsage (*newcomm is set to NULL when newcomm is not NULL). */
 ncclResult_t ncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId* uniqueId);
 ncclResult_t pncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId* uniqueId);
 ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank,
                           ncclComm_t* newcomm, ncclConfig_t* config);
 ncclResult_t pncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank,
                            ncclComm_t* newcomm, ncclConfig_t* config);
-/* Host memory holds no GPU memory to release: accepted (ncclSuccess) for a valid comm; operations
- * on a suspended communicator return ncclInvalidUsage until ncclCommResume. */
+
+/* ncclCommSuspend flag: release the communicator's releasable GPU memory. */
+#define NCCL_SUSPEND_MEM 0x01
+/* Waits for comm's pending work, then marks it suspended: operations return ncclInvalidUsage
+ * until ncclCommResume. flags: 0 or NCCL_SUSPEND_MEM (tutti holds no releasable GPU memory, so
+ * both behave the same); other bits are ncclInvalidArgument. */
 ncclResult_t ncclCommSuspend(ncclComm_t comm, int flags);
 ncclResult_t pncclCommSuspend(ncclComm_t comm, int flags);
 ncclResult_t ncclCommResume(ncclComm_t comm);
 ncclResult_t pncclCommResume(ncclComm_t comm);
-/* GPU memory statistics: 0 bytes on host memory (ncclStatGpuMemSuspended: 1 when suspended). */
+
+/* What ncclCommMemStats reports. */
+typedef enum {
+  ncclStatGpuMemSuspend = 0,   /* bytes of GPU memory a suspend would release */
+  ncclStatGpuMemSuspended = 1, /* 1 while suspended, else 0 */
+  ncclStatGpuMemPersist = 2,   /* bytes of GPU memory a suspend keeps */
+  ncclStatGpuMemTotal = 3      /* bytes of GPU memory the communicator holds */
+} ncclCommMemStat_t;
+/* Stores the statistic in *value. tutti reports 0 bytes for the three memory statistics (its GPU
+ * staging buffers are per process, not per communicator). ncclInvalidArgument for value NULL or
+ * an unknown stat. */
 ncclResult_t ncclCommMemStats(ncclComm_t comm, ncclCommMemStat_t stat, uint64_t* value);
 ncclResult_t pncclCommMemStats(ncclComm_t comm, ncclCommMemStat_t stat, uint64_t* value);
-/* The buffer a window was registered with. */
+
+/* Stores in *outUserPtr the buffer `win` was registered with on comm. ncclInvalidArgument for a
+ * window not registered on comm or outUserPtr NULL. */
 ncclResult_t ncclWinGetUserPtr(ncclComm_t comm, ncclWindow_t win, void** outUserPtr);
 ncclResult_t pncclWinGetUserPtr(ncclComm_t comm, ncclWindow_t win, void** outUserPtr);
-ncclResult_t ncclCommQueryProperties(ncclComm_t comm, struct ncclCommProperties* props);
-ncclResult_t pncclCommQueryProperties(ncclComm_t comm, struct ncclCommProperties* props);
+
+/* ---- one-sided operations on windows (NCCL 2.29) ----
+ * Not supported by tutti: every call returns ncclInvalidUsage and does nothing. */
+/* One entry of ncclWaitSignal: wait for opCnt signals from `peer` on (sigIdx, ctx). */
+typedef struct {
+  int opCnt;
+  int peer;
+  int sigIdx;
+  int ctx;
+} ncclWaitSignalDesc_t;
+/* Writes count elements of localbuff to peer's window at peerWinOffset (bytes), then signals
+ * (sigIdx, ctx) on the peer. flags is reserved (0). */
 ncclResult_t ncclPutSignal(const void* localbuff, size_t count, ncclDataType_t datatype, int peer,
                            ncclWindow_t peerWin, size_t peerWinOffset, int sigIdx, int ctx,
                            unsigned int flags, ncclComm_t comm, cudaStream_t stream);
 ncclResult_t pncclPutSignal(const void* localbuff, size_t count, ncclDataType_t datatype, int peer,
                             ncclWindow_t peerWin, size_t peerWinOffset, int sigIdx, int ctx,
                             unsigned int flags, ncclComm_t comm, cudaStream_t stream);
+/* Signals (sigIdx, ctx) on peer without data. */
 ncclResult_t ncclSignal(int peer, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm,
                         cudaStream_t stream);
 ncclResult_t pncclSignal(int peer, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm,
                          cudaStream_t stream);
+/* Waits (stream-ordered) for every signal that the nDesc descriptors describe. */
 ncclResult_t ncclWaitSignal(int nDesc, ncclWaitSignalDesc_t* signalDescs, ncclComm_t comm,
                             cudaStream_t stream);
 ncclResult_t pncclWaitSignal(int nDesc, ncclWaitSignalDesc_t* signalDescs, ncclComm_t comm,
                              cudaStream_t stream);
-/* Parameters (2.30): a key is an environment variable name without its NCCL_ prefix ("DEBUG").
+
+/* ---- encryption of NCCL's TCP sockets (NCCL 2.32) ---- */
+typedef enum {
+  NCCL_ENCRYPTION_MODE_NONE = 0, /* plaintext */
+  NCCL_ENCRYPTION_MODE_PSK = 1   /* TLS with a pre-shared key */
+} ncclEncryptionMode_t;
+/* Versioned like ncclConfig_t; initialise with NCCL_ENCRYPTION_CONFIG_INITIALIZER. */
+typedef struct ncclEncryptionConfig_v23200 {
+  size_t size;          /* sizeof(ncclEncryptionConfig_t) of the caller's header, bytes */
+  unsigned int magic;   /* NCCL_API_MAGIC */
+  unsigned int version; /* NCCL_VERSION_CODE of the caller's header */
+  int mode;             /* ncclEncryptionMode_t */
+  const char* psk;      /* the key for NCCL_ENCRYPTION_MODE_PSK */
+} ncclEncryptionConfig_t;
+#define NCCL_ENCRYPTION_CONFIG_INITIALIZER                                                   \
+  {                                                                                          \
+    sizeof(ncclEncryptionConfig_t), NCCL_API_MAGIC, NCCL_VERSION_CODE,                       \
+        NCCL_ENCRYPTION_MODE_NONE, NCCL_CONFIG_UNDEF_PTR                                     \
+  }
+/* Sets how later communicators encrypt their TCP connections. NCCL_ENCRYPTION_MODE_NONE is
+ * accepted (tutti's sockets are plaintext, authenticated by the unique id's secret);
+ * NCCL_ENCRYPTION_MODE_PSK is ncclInvalidUsage (not supported by tutti). ncclInvalidArgument for
+ * config NULL, a config not made by NCCL_ENCRYPTION_CONFIG_INITIALIZER, or an unknown mode. */
+ncclResult_t ncclSetEncryption(const ncclEncryptionConfig_t* config);
+ncclResult_t pncclSetEncryption(const ncclEncryptionConfig_t* config);
+
+/* ---- parameters (NCCL 2.30) ---- */
+typedef struct ncclParamHandle* ncclParamHandle_t;
+/* A key is an environment variable name without its NCCL_ prefix ("DEBUG").
  * ncclParamBind and ncclParamGetParameter read the environment (NCCL_<key>); ncclInvalidArgument
  * for an unset key. Typed getters parse the value as an integer (ncclInvalidArgument when it does
  * not parse or does not fit). Returned strings stay valid until the next call of this thread. */

@@ -72,6 +72,9 @@ int main(int argc, char** argv) {
       "ncclCommResume",
       "ncclCommMemStats",
       "ncclWinGetUserPtr",
+      // torch 2.12 ... 2.15 (NCCL 2.29/2.30 pins): window pointers for symmetric memory
+      "ncclGetLsaMultimemDevicePointer",
+      "ncclGetPeerDevicePointer",
   };
   void* lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
@@ -90,7 +93,7 @@ int main(int argc, char** argv) {
   using GetVersion = int (*)(int*);
   int version = 0;
   auto gv = reinterpret_cast<GetVersion>(dlsym(lib, "ncclGetVersion"));
-  if (!gv || gv(&version) != 0 || version != 22809) {
+  if (!gv || gv(&version) != 0 || version != 23203) {
     std::fprintf(stderr, "ncclGetVersion through dlopen gave %d\n", version);
     ++missing;
   }

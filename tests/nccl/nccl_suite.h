@@ -9,9 +9,11 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -476,10 +478,101 @@ inline void abortFromThread(Ctx& c) {
   if (c.rank != 0 || c.nranks == 1) ncclCommAbort(dup);
 }
 
+// The window pointer queries of the device API's host side (NCCL 2.30+, declared in NVIDIA's
+// nccl_device.h, so looked up at run time): a rank's own window answers, a peer's or a multicast
+// address is ncclInvalidUsage naming the function.
+inline void windowPointers(Ctx& c) {
+  using PeerPtr = ncclResult_t (*)(ncclWindow_t, size_t, int, void**);
+  using MultimemPtr = ncclResult_t (*)(ncclWindow_t, size_t, void**);
+  auto lsaPtr = reinterpret_cast<PeerPtr>(dlsym(RTLD_DEFAULT, "ncclGetLsaDevicePointer"));
+  auto peerPtr = reinterpret_cast<PeerPtr>(dlsym(RTLD_DEFAULT, "ncclGetPeerDevicePointer"));
+  auto mmPtr = reinterpret_cast<MultimemPtr>(dlsym(RTLD_DEFAULT, "ncclGetLsaMultimemDevicePointer"));
+  SUITE_EXPECT(c, lsaPtr && peerPtr && mmPtr, "window pointer queries not exported");
+  if (!lsaPtr || !peerPtr || !mmPtr) return;
+  std::vector<char> buf(4096);
+  ncclWindow_t win = nullptr;
+  SUITE_NCCL(c, ncclCommWindowRegister(c.comm, buf.data(), buf.size(), &win, NCCL_WIN_DEFAULT));
+  void* p = nullptr;
+  SUITE_NCCL(c, lsaPtr(win, 100, 0, &p));
+  SUITE_EXPECT(c, p == buf.data() + 100, "ncclGetLsaDevicePointer gave %p, expected %p", p,
+               static_cast<void*>(buf.data() + 100));
+  p = nullptr;
+  SUITE_NCCL(c, peerPtr(win, 8, c.rank, &p));
+  SUITE_EXPECT(c, p == buf.data() + 8, "ncclGetPeerDevicePointer(own rank) gave %p", p);
+  SUITE_EXPECT(c, lsaPtr(win, buf.size() + 1, 0, &p) == ncclInvalidArgument,
+               "offset beyond the window accepted");
+  if (c.nranks > 1) {
+    SUITE_EXPECT(c, peerPtr(win, 0, (c.rank + 1) % c.nranks, &p) == ncclInvalidUsage,
+                 "a peer's window pointer did not return ncclInvalidUsage");
+    SUITE_EXPECT(c, std::strstr(ncclGetLastError(nullptr), "ncclGetPeerDevicePointer") != nullptr,
+                 "last error '%s' does not name the function", ncclGetLastError(nullptr));
+  }
+  SUITE_EXPECT(c, mmPtr(win, 0, &p) == ncclInvalidUsage, "multimem pointer did not fail");
+  SUITE_EXPECT(c,
+               std::strstr(ncclGetLastError(nullptr),
+                           "ncclGetLsaMultimemDevicePointer: not supported by tutti") != nullptr,
+               "last error '%s'", ncclGetLastError(nullptr));
+  SUITE_NCCL(c, ncclCommWindowDeregister(c.comm, win));
+  SUITE_EXPECT(c, lsaPtr(win, 0, 0, &p) == ncclInvalidArgument, "a deregistered window answered");
+}
+
+#if NCCL_VERSION_CODE >= 23200
+// The per-call configured collectives (NCCL 2.32): the same results as the plain calls, the
+// tuning fields ignored, what tutti cannot honour refused with ncclInvalidUsage.
+inline void configCollectives(Ctx& c) {
+  std::vector<float> in(64, static_cast<float>(c.rank + 1)), out(64, 0.f);
+  const float sum = c.nranks * (c.nranks + 1) / 2.f;
+  SUITE_NCCL(c, ncclAllReduceConfig(in.data(), out.data(), 64, ncclFloat, ncclSum, c.comm, nullptr,
+                                    nullptr));
+  SUITE_EXPECT(c, out[63] == sum, "ncclAllReduceConfig(NULL config) gave %g", out[63]);
+  ncclCollConfig_t cfg = NCCL_COLLCONFIG_INITIALIZER;
+  cfg.maxCTAs = 2;
+  cfg.userProfilerTag = 7;
+  std::fill(out.begin(), out.end(), 0.f);
+  SUITE_NCCL(c, ncclAllReduceConfig(in.data(), out.data(), 64, ncclFloat, ncclSum, c.comm, nullptr,
+                                    &cfg));
+  SUITE_EXPECT(c, out[0] == sum, "ncclAllReduceConfig gave %g", out[0]);
+  std::vector<float> all(64 * c.nranks, 0.f);
+  SUITE_NCCL(c, ncclAllGatherConfig(in.data(), all.data(), 64, ncclFloat, c.comm, nullptr, &cfg));
+  SUITE_EXPECT(c, all[64 * (c.nranks - 1)] == static_cast<float>(c.nranks),
+               "ncclAllGatherConfig gave %g", all[64 * (c.nranks - 1)]);
+  // A caller built against an older layout passes a smaller size: still accepted.
+  ncclCollConfig_t small = NCCL_COLLCONFIG_INITIALIZER;
+  small.size = offsetof(ncclCollConfig_t, ext);
+  SUITE_NCCL(c, ncclBroadcastConfig(in.data(), out.data(), 64, ncclFloat, 0, c.comm, nullptr,
+                                    &small));
+  SUITE_EXPECT(c, out[5] == 1.f, "ncclBroadcastConfig gave %g", out[5]);
+  ncclCollConfig_t bad = cfg;
+  bad.magic = 0;
+  SUITE_EXPECT(c,
+               ncclAllReduceConfig(in.data(), out.data(), 64, ncclFloat, ncclSum, c.comm, nullptr,
+                                   &bad) == ncclInvalidArgument,
+               "a config without NCCL_COLLCONFIG_INITIALIZER accepted");
+  ncclCollConfig_t alg = NCCL_COLLCONFIG_INITIALIZER;
+  alg.algSelection = "ring";
+  SUITE_EXPECT(c,
+               ncclAllReduceConfig(in.data(), out.data(), 64, ncclFloat, ncclSum, c.comm, nullptr,
+                                   &alg) == ncclInvalidUsage,
+               "a forced NCCL algorithm selection accepted");
+  SUITE_EXPECT(c, std::strstr(ncclGetLastError(c.comm), "not supported by tutti") != nullptr,
+               "last error '%s'", ncclGetLastError(c.comm));
+  alg.forceAlgSelection = 0;  // a hint only: tutti chooses
+  SUITE_NCCL(c, ncclAllReduceConfig(in.data(), out.data(), 64, ncclFloat, ncclSum, c.comm, nullptr,
+                                    &alg));
+  ncclEncryptionConfig_t enc = NCCL_ENCRYPTION_CONFIG_INITIALIZER;
+  SUITE_NCCL(c, ncclSetEncryption(&enc));
+  enc.mode = NCCL_ENCRYPTION_MODE_PSK;
+  enc.psk = "secret";
+  SUITE_EXPECT(c, ncclSetEncryption(&enc) == ncclInvalidUsage, "PSK encryption accepted");
+  SUITE_EXPECT(c, std::strcmp(ncclGetErrorString(ncclTimeout), "timeout") == 0, "timeout string");
+}
+#endif
+
 inline void memoryAndErrors(Ctx& c) {
   int version = 0;
   SUITE_NCCL(c, ncclGetVersion(&version));
-  SUITE_EXPECT(c, version == 22809, "ncclGetVersion %d", version);
+  // tutti reports the release whose exports it covers, whatever header the caller was built with.
+  SUITE_EXPECT(c, version == 23203, "ncclGetVersion %d", version);
   SUITE_EXPECT(c,
                std::strcmp(ncclGetErrorString(ncclInvalidUsage),
                            "invalid usage (run with NCCL_DEBUG=WARN for details)") == 0,
@@ -521,6 +614,10 @@ inline void memoryAndErrors(Ctx& c) {
   auto devCommCreate = reinterpret_cast<DevCommCreate>(dlsym(RTLD_DEFAULT, "ncclDevCommCreate"));
   SUITE_EXPECT(c, devCommCreate && devCommCreate(c.comm, nullptr, nullptr) == ncclInvalidUsage,
                "ncclDevCommCreate missing or did not return ncclInvalidUsage");
+  windowPointers(c);
+#if NCCL_VERSION_CODE >= 23200
+  configCollectives(c);
+#endif
 }
 
 // Several ranks of one communicator in this process, driven from one thread.
