@@ -91,10 +91,21 @@ std::string shapeText(const int64_t* v, size_t n) {
 std::string typeName(nb::handle obj) { return Py_TYPE(obj.ptr())->tp_name; }
 
 [[noreturn]] void notAnArray(const char* api, const char* arg, nb::handle obj) {
+  // nanobind swallows the reason a __dlpack__ export failed (a torch tensor that requires
+  // grad, say): ask again to show it.
+  std::string why;
+  if (!obj.is_none() && nb::hasattr(obj, "__dlpack__")) {
+    try {
+      obj.attr("__dlpack__")();
+      why = " (its __dlpack__ export was refused)";
+    } catch (nb::python_error& e) {
+      why = std::string(" (its __dlpack__ failed: ") + nb::str(e.value()).c_str() + ")";
+    }
+  }
   throw nb::type_error((std::string(api) + ": '" + arg +
                         "' must be an array (a NumPy array, a torch CPU tensor, or an object with "
                         "__dlpack__ or the buffer protocol), got " +
-                        typeName(obj))
+                        typeName(obj) + why)
                            .c_str());
 }
 

@@ -1,8 +1,8 @@
 """One rank of a multi-process test job (started by conftest.run_job, one process per rank).
 
 usage: rank_worker.py JOB RESULT_JSON
-  JOB is "checks" (every scenario below on one communicator), "from_env", "dead_peer" or
-  "timeout". The rank, size and UniqueId come from TUTTI_TEST_RANK, TUTTI_TEST_SIZE and
+  JOB is "checks" (every scenario below on one communicator), "torch" (torch CPU tensors),
+  "from_env", "dead_peer" or "timeout". The rank, size and UniqueId come from TUTTI_TEST_RANK, TUTTI_TEST_SIZE and
   TUTTI_TEST_UID (hex), or from the launcher variables for "from_env".
 Writes {"scenario": "ok" | "<traceback>", ...} (plus observations) to RESULT_JSON. Every
 expected value is computed with NumPy from data that each rank can rebuild for every rank.
@@ -403,6 +403,50 @@ def other_buffers(comm):
     assert g.ravel().tolist() == list(range(n))
 
 
+def torch_tensors(comm):
+    """torch CPU tensors through DLPack, including the dtypes NumPy lacks (bfloat16, FP8)."""
+    import torch
+
+    r, n = comm.rank, comm.size
+    types = [(torch.float32, np.float32), (torch.float64, np.float64),
+             (torch.float16, np.float16), (torch.bfloat16, np.float32),
+             (torch.int8, np.int8), (torch.uint8, np.uint8), (torch.int32, np.int32),
+             (torch.int64, np.int64)]
+    if n == 2:  # sums of two values in [-3, 3] are exact in both FP8 formats
+        types += [(torch.float8_e4m3fn, np.float32), (torch.float8_e5m2, np.float32)]
+    for tdt, ndt in types:
+        for op in ("sum", "max", "min", "avg"):
+            if tdt in (torch.float8_e4m3fn, torch.float8_e5m2) and op == "avg":
+                continue  # halves of odd sums are not all representable in FP8
+            x = torch.from_numpy(data(r, 40, ndt)).to(tdt)
+            got = comm.all_reduce(x, op)
+            assert got is x
+            want = reference([data(i, 40, ndt) for i in range(n)], op, ndt)
+            want = torch.from_numpy(np.ascontiguousarray(want)).to(tdt)
+            tol = 0.0 if not tdt.is_floating_point else 2e-2
+            assert torch.allclose(x.to(torch.float64), want.to(torch.float64), rtol=tol,
+                                  atol=tol), (tdt, op, x, want)
+    x = torch.arange(6, dtype=torch.bfloat16).reshape(2, 3) + r
+    g = comm.all_gather(x)
+    assert isinstance(g, torch.Tensor) and g.shape == (n, 2, 3) and g.dtype == torch.bfloat16
+    for i in range(n):
+        assert torch.equal(g[i], torch.arange(6, dtype=torch.bfloat16).reshape(2, 3) + i)
+    rs = comm.reduce_scatter(torch.ones(n, 4, dtype=torch.float32))
+    assert isinstance(rs, torch.Tensor) and torch.equal(rs, torch.full((4,), float(n)))
+    w = comm.all_reduce(torch.ones(8, dtype=torch.int64), async_op=True)
+    assert torch.equal(w.wait(), torch.full((8,), n, dtype=torch.int64))
+    m = torch.zeros(4, 4)
+    expect_raises(ValueError, ["'array'", "C-contiguous"], lambda: comm.all_reduce(m.t()))
+    expect_raises(TypeError, ["'array'", "int16"],
+                  lambda: comm.all_reduce(torch.ones(3, dtype=torch.int16)))
+    # as with torch.distributed, a tensor that requires grad is reduced in place (no autograd)
+    gr = torch.ones(3, requires_grad=True)
+    comm.all_reduce(gr)
+    assert torch.equal(gr.detach(), torch.full((3,), float(n)))
+    c = comm.algorithm_for("all_reduce", 64, torch.bfloat16)
+    assert c.algorithm in tutti.Communicator.algorithms("all_reduce")
+
+
 SCENARIOS = [all_reduce_dtypes_ops, all_reduce_large_and_empty, all_reduce_out_of_place,
              all_gather_, reduce_scatter_, broadcast_, reduce_, all_to_all_, gather_scatter,
              send_recv_, barrier_, async_ops, fused, split_, stats, algorithm_for, bad_input,
@@ -445,6 +489,12 @@ def main():
 
     if job == "checks":
         run_checks(comm, results)
+    elif job == "torch":
+        try:
+            torch_tensors(comm)
+            results["torch_tensors"] = "ok"
+        except Exception:
+            results["torch_tensors"] = traceback.format_exc()
     elif job in ("dead_peer", "timeout"):
         x = np.ones(1 << 16, dtype=np.float32)
         comm.all_reduce(x)
