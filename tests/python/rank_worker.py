@@ -447,10 +447,35 @@ def torch_tensors(comm):
     assert c.algorithm in tutti.Communicator.algorithms("all_reduce")
 
 
+def gil_released(comm):
+    """A blocking call lets other Python threads run: rank 0 waits in all_reduce for rank 1,
+    which arrives 0.3 s late, while a thread of rank 0 counts."""
+    import threading
+
+    count, stop = [0], threading.Event()
+
+    def spin():
+        while not stop.is_set():
+            count[0] += 1
+            time.sleep(0.001)
+
+    t = threading.Thread(target=spin)
+    if comm.rank == 0:
+        t.start()
+    else:
+        time.sleep(0.3)
+    x = np.ones(4, dtype=np.float32)
+    comm.all_reduce(x)
+    if comm.rank == 0:
+        stop.set()
+        t.join()
+        assert count[0] > 20, f"the thread ran only {count[0]} times in 0.3 s"
+
+
 SCENARIOS = [all_reduce_dtypes_ops, all_reduce_large_and_empty, all_reduce_out_of_place,
              all_gather_, reduce_scatter_, broadcast_, reduce_, all_to_all_, gather_scatter,
              send_recv_, barrier_, async_ops, fused, split_, stats, algorithm_for, bad_input,
-             other_buffers]
+             other_buffers, gil_released]
 
 
 def run_checks(comm, results):
