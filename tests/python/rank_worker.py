@@ -504,6 +504,11 @@ def main():
         comm.all_reduce(x)
         results["sum"] = int(x[0])
         results["transport"] = comm.transport_to((comm.rank + 1) % comm.size)
+        # split with TUTTI_COMM_ID set (as under tutti-run): each sub-group's root must take
+        # its own port, not the parent's address
+        sub = comm.split(comm.rank % 2)
+        y = sub.all_gather(np.array([comm.rank], dtype=np.int64))
+        results["sub_members"] = y.ravel().tolist()
         write()
         return 0
 

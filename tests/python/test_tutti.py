@@ -33,6 +33,7 @@ def test_from_env():
     for r, res in enumerate(results):
         assert (res["rank"], res["size"], res["sum"]) == (r, 3, 0 + 1 + 2), res
         assert res["transport"] == "shm", res
+        assert res["sub_members"] == [i for i in range(3) if i % 2 == r % 2], res
 
 
 def test_dead_peer_raises_remote_error():
