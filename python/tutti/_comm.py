@@ -402,12 +402,14 @@ class Communicator:
         import numpy as np
 
         color, key = int(color), int(key)
-        table = self.all_gather(np.array([color, key], dtype=np.int64))
+        table = np.empty((self.size, 2), dtype=np.int64)
+        self.all_gather(np.array([color, key], dtype=np.int64), out=table)
         members = sorted((int(k), r) for r, (c, k) in enumerate(table) if c == color and c >= 0)
         id_bytes = np.zeros(128, dtype=np.uint8)
         if color >= 0 and members[0][1] == self.rank:
             id_bytes[:] = np.frombuffer(bytes(_tutti._fresh_unique_id()), dtype=np.uint8)
-        ids = self.all_gather(id_bytes)
+        ids = np.empty((self.size, 128), dtype=np.uint8)
+        self.all_gather(id_bytes, out=ids)
         if color < 0:
             return None
         ranks = [r for _, r in members]
