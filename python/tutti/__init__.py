@@ -19,7 +19,9 @@ from ._comm import AlgorithmChoice, Communicator, ReduceOp, init
 
 __version__ = _version()
 
+# tutti.TimeoutError is left out so that `from tutti import *` does not shadow the built-in
+# TimeoutError (of which it is a subclass).
 __all__ = [
     "AlgorithmChoice", "Communicator", "Error", "InvalidArgumentError", "InvalidUsageError",
-    "ReduceOp", "RemoteError", "TimeoutError", "UniqueId", "Work", "init",
+    "ReduceOp", "RemoteError", "UniqueId", "Work", "init",
 ]
