@@ -165,8 +165,10 @@ void bindAll(nb::module_& m) {
                   "The UniqueId whose 128 bytes are `data` (from bytes(uid) on another rank). "
                   "ValueError for any other length.")
       .def("__bytes__", &idBytes)
-      .def("__eq__",
-           [](const PyUniqueId& a, const PyUniqueId& b) { return a.id.bytes == b.id.bytes; })
+      .def(
+          "__eq__",
+          [](const PyUniqueId& a, const PyUniqueId& b) { return a.id.bytes == b.id.bytes; },
+          nb::is_operator())  // another type: NotImplemented, so == falls back to identity
       .def("__hash__", [](const PyUniqueId& u) { return nb::hash(idBytes(u)); })
       .def("__getstate__", [](const PyUniqueId& u) { return idBytes(u); })
       .def("__setstate__",

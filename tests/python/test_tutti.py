@@ -88,6 +88,7 @@ def test_unique_id_errors():
     import pickle
     uid = tutti.UniqueId()
     assert pickle.loads(pickle.dumps(uid)) == uid
+    assert uid != b"x" and uid != tutti.UniqueId()
 
 
 def test_from_env_without_launcher_names_variables(monkeypatch):
