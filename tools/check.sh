@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# Installs the dependencies (plus Open MPI for the launcher test), builds, runs the fuzzers and
-# the ThreadSanitizer build of the device cliques' test, and runs the whole test suite with
-# ctest. Tests labelled gpu or ib skip (exit 77) on machines without the device.
+# Installs the dependencies (plus Open MPI for the launcher test), builds (with the Python module,
+# in a venv that tools/python_env.sh makes), runs the fuzzers and the ThreadSanitizer build of
+# the device cliques' test, and runs the whole test suite with ctest (the Python module's pytest
+# suite is the test python.pytest). Tests labelled gpu or ib skip (exit 77) on machines without
+# the device.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./tools/install_deps.sh openmpi-bin
-./tools/build.sh
+# shellcheck disable=SC2046  # python_env.sh prints separate CMake arguments
+./tools/build.sh $(./tools/python_env.sh)
 # libFuzzer targets of every setup-message parser, a fixed number of runs each (needs clang).
 ./tests/fuzz/run_fuzz.sh 100000
 # The device cliques' protocols on emulated streams under ThreadSanitizer (no GPU needed).

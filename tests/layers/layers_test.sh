@@ -7,7 +7,7 @@ set -euo pipefail
 cxx=$1 build=$2 src=$3
 shift 3
 layers=("$@")
-upper=(nccl tools bench)  # folders above every layer
+upper=(nccl tools bench python)  # folders above every layer
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 failures=0
