@@ -5,6 +5,7 @@
 #include "base/config.h"
 #include "base/env.h"
 #include "base/log.h"
+#include "core/batch.h"
 #include "core/comm.h"
 #include "core/launcher_env.h"
 
@@ -192,6 +193,27 @@ Status Communicator::sendRecv(const void* send, int sendPeer, void* recv, int re
   a.recvPeer = recvPeer;
   return impl_->run(a);
 }
+Status Communicator::allReduceFused(std::span<const ReduceBuffer> buffers, DataType dtype,
+                                    RedOp op) {
+  TUTTI_COMM_OR_FAIL("allReduceFused");
+  std::vector<CallArgs> ops;
+  ops.reserve(buffers.size());
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    const ReduceBuffer& b = buffers[i];
+    ops.push_back(makeArgs("allReduceFused", Coll::kAllReduce, b.send, b.recv, b.count, dtype, op,
+                           0));
+    bool inPlace = false;
+    if (Status s = detail::checkCall(ops.back(), impl_->rank(), impl_->size(), &inPlace);
+        !s.isOk()) {  // "allReduceFused: sendbuff is NULL ..." -> "allReduceFused: buffers[2]: ..."
+      constexpr std::string_view kApi = "allReduceFused: ";
+      std::string_view text = s.message();
+      if (text.starts_with(kApi)) text.remove_prefix(kApi.size());
+      return Status(s.code(), fmt::format("allReduceFused: buffers[{}]: {}", i, text));
+    }
+  }
+  return runBatch(*this, ops, fusionBytes());
+}
+
 Status Communicator::barrier() {
   TUTTI_COMM_OR_FAIL("barrier");
   return impl_->run(

@@ -31,6 +31,10 @@ namespace tutti {
 /// size from it in the batch. Same thread-safety as the C++ API's calls.
 Status runBatch(Communicator& comm, std::span<const CallArgs> ops, size_t fusionBytes);
 
+/// TUTTI_FUSION_BYTES (default 64 KiB): the largest fused buffer, and so the largest allreduce
+/// that is fused; 0 disables fusion.
+size_t fusionBytes();
+
 /// Sends `body` to `peer`'s bootstrap listener under `tag` (a fresh connection; works when the
 /// data connections or other ranks are gone). Errors: Timeout, RemoteError naming the peer.
 Status bootstrapSend(Communicator& comm, int peer, uint64_t tag, const std::string& body,

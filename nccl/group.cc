@@ -21,12 +21,6 @@ namespace tutti::nccl {
 
 namespace {
 
-// Default from tutti-nccl-fusion on 4 ranks over shm (docs/NCCL.md, "Group fusion"): fused
-// buffers up to 64 KiB were 3.5-4.3x faster than separate calls for 4-32 KiB allreduces, while
-// 128 KiB-4 MiB fused buffers were no faster or slower (0.4-1.4x). Measured under load.
-TUTTI_PARAM_INT(kFusionBytes, "TUTTI_FUSION_BYTES", nullptr, "NCCL", 64 << 10,
-                "largest fused allreduce buffer inside an NCCL group (bytes; 0 disables fusion)");
-
 struct GroupState {
   int depth = 0;
   ncclResult_t error = ncclSuccess;
@@ -102,11 +96,6 @@ Status runConcurrently(
 }
 
 }  // namespace
-
-size_t fusionBytes() {
-  const int64_t v = kFusionBytes.get();
-  return v > 0 ? static_cast<size_t>(v) : 0;
-}
 
 bool inGroup() { return tGroup.depth > 0; }
 

@@ -9,6 +9,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/batch.h"
 #include "nccl/internal.h"
 
 namespace tutti::nccl {
@@ -52,9 +53,6 @@ void noteGroupError(ncclResult_t r);
 /// Runs one communicator's operations in order (what a group does per communicator). Used by the
 /// group layer and by tests of fusion. `fusionBytes` 0 disables fusion.
 Status runBatch(CommState& comm, std::vector<PendingOp>& ops, size_t fusionBytes);
-
-/// TUTTI_FUSION_BYTES: the largest fused buffer (and the largest allreduce that is fused).
-size_t fusionBytes();
 
 /// Sum over the group's collectives of the simulator's prediction (microseconds).
 double predictGroup(const std::vector<std::pair<CommState*, PendingOp>>& ops);

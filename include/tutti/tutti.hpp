@@ -25,6 +25,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -143,6 +144,23 @@ class TUTTI_API Communicator {
                   DataType dtype);
   /// Returns when every rank has entered the barrier.
   Status barrier();
+
+  /// One allreduce of `count` elements per buffer (send -> recv, in place when send == recv).
+  struct ReduceBuffer {
+    const void* send = nullptr;
+    void* recv = nullptr;
+    size_t count = 0;
+  };
+  /// Allreduces every buffer of `buffers` (all of one dtype and op) as one batch: runs of
+  /// consecutive buffers of together at most TUTTI_FUSION_BYTES (default 64 KiB) fuse into one
+  /// plan made of exactly the steps the separate allReduce calls would run, so each result is
+  /// bit-identical to a separate call's while the rounds' latency is paid once for the run
+  /// (gradient buckets, NCCL's group fusion). Larger buffers run as separate calls, in order.
+  /// Every buffer is checked before anything runs: InvalidArgument naming the buffer's index
+  /// ("allReduceFused: buffers[2]: ..."), nothing changed. A buffer may not read what an earlier
+  /// one writes unless they are separated by a buffer that does not fuse. Other errors as
+  /// allReduce.
+  Status allReduceFused(std::span<const ReduceBuffer> buffers, DataType dtype, RedOp op);
 
   // ---- asynchronous versions: run in issue order on the communicator's progress thread ----
   // Argument errors are returned immediately (nothing is queued); communication errors come

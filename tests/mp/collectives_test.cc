@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <thread>
 
 #include <fmt/format.h>
@@ -300,6 +301,52 @@ TEST_CASE("asynchronous Work completes in issue order with correct data", "[mp]"
       TUTTI_CHILD_CHECK(wrong == 0);
     }
     // A blocking call after async work runs after it.
+    TUTTI_CHILD_CHECK(c.barrier().isOk());
+    return 0;
+  });
+}
+
+TEST_CASE("allReduceFused: bit-identical to separate allReduce calls, bad buffers refused", "[mp]") {
+  const std::string transport = GENERATE("shm", "tcp");
+  // 3 ranks: non-power-of-two, so the algorithms' summation orders differ from a plain sum.
+  runOnRanks(3, transport, [](Communicator& c) {
+    const int r = c.rank();
+    // Sizes straddling the fusion limit (64 KiB): small runs fuse, the 40000-element buffer does
+    // not; the third buffer is in place.
+    const std::vector<size_t> counts = {1, 700, 33, 40000, 5, 2048};
+    std::vector<std::vector<float>> in(counts.size()), fused(counts.size()), alone(counts.size());
+    for (size_t k = 0; k < counts.size(); ++k) {
+      in[k].resize(counts[k]);
+      for (size_t i = 0; i < counts[k]; ++i)
+        in[k][i] = 1.0f / static_cast<float>(1 + i + 7 * k + 13 * r);  // inexact sums
+      fused[k] = k == 2 ? in[k] : std::vector<float>(counts[k], -1.0f);
+      alone[k] = k == 2 ? in[k] : std::vector<float>(counts[k], -1.0f);
+    }
+    std::vector<Communicator::ReduceBuffer> bufs;
+    for (size_t k = 0; k < counts.size(); ++k)
+      bufs.push_back({k == 2 ? fused[k].data() : in[k].data(), fused[k].data(), counts[k]});
+    TUTTI_CHILD_CHECK(c.allReduceFused(bufs, DataType::kFloat32, RedOp::kSum).isOk());
+    for (size_t k = 0; k < counts.size(); ++k)
+      TUTTI_CHILD_CHECK(c.allReduce(k == 2 ? alone[k].data() : in[k].data(), alone[k].data(),
+                                    counts[k], DataType::kFloat32, RedOp::kSum)
+                            .isOk());
+    for (size_t k = 0; k < counts.size(); ++k)
+      TUTTI_CHILD_CHECK(std::memcmp(fused[k].data(), alone[k].data(), counts[k] * 4) == 0);
+    // The sum itself, against a float64 reference.
+    for (size_t k = 0; k < counts.size(); ++k)
+      for (size_t i = 0; i < counts[k]; i += 97) {
+        double e = 0;
+        for (int q = 0; q < c.size(); ++q) e += 1.0 / static_cast<double>(1 + i + 7 * k + 13 * q);
+        TUTTI_CHILD_CHECK(std::abs(fused[k][i] - e) <= 1e-6 * e);
+      }
+    // A null buffer anywhere: refused before anything runs, naming its index.
+    std::vector<float> untouched(8, 3.0f);
+    std::vector<Communicator::ReduceBuffer> bad = {{untouched.data(), untouched.data(), 8},
+                                                   {nullptr, untouched.data(), 4}};
+    Status s = c.allReduceFused(bad, DataType::kFloat32, RedOp::kSum);
+    TUTTI_CHILD_CHECK(s.code() == Code::kInvalidArgument);
+    TUTTI_CHILD_CHECK(s.message().find("buffers[1]") != std::string::npos);
+    TUTTI_CHILD_CHECK(untouched == std::vector<float>(8, 3.0f));
     TUTTI_CHILD_CHECK(c.barrier().isOk());
     return 0;
   });
