@@ -2,6 +2,7 @@
 // The selector (algorithms/selector.h): override parsing (NCCL_ALGO syntax, NCCL names mapped to
 // ours), costing every candidate with the simulator, and the TUNING log line.
 #include "algorithms/selector.h"
+#include "base/strings.h"
 
 #include <algorithm>
 #include <cctype>
@@ -10,28 +11,11 @@ namespace tutti::algo {
 
 namespace {
 
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
-std::string trim(std::string_view s) {
-  size_t b = 0, e = s.size();
-  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
-  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
-  return std::string(s.substr(b, e - b));
-}
-
+// The trimmed fields of `s` between separators.
 std::vector<std::string> splitOn(std::string_view s, char sep) {
-  std::vector<std::string> out;
-  size_t pos = 0;
-  for (;;) {
-    const size_t end = s.find(sep, pos);
-    out.push_back(trim(s.substr(pos, end == std::string_view::npos ? s.npos : end - pos)));
-    if (end == std::string_view::npos) return out;
-    pos = end + 1;
-  }
+  std::vector<std::string> out = split(s, sep);
+  for (std::string& f : out) f = trim(f);
+  return out;
 }
 
 // Our names (for coll) that one token of an override list stands for.

@@ -3,6 +3,7 @@
 #include <tutti/types.hpp>
 
 #include "base/collectives.h"
+#include "base/strings.h"
 
 #include <algorithm>
 #include <cctype>
@@ -11,11 +12,6 @@
 namespace tutti {
 
 namespace {
-std::string lower(std::string_view s) {
-  std::string r(s);
-  for (auto& c : r) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return r;
-}
 struct TypeAlias {
   const char* name;
   DataType t;

@@ -9,6 +9,7 @@
 
 #include "base/env.h"
 #include "base/log.h"
+#include "base/strings.h"
 #include "core/comm.h"
 #include "core/engine.h"
 #include "kernels/reduce.h"
@@ -26,12 +27,6 @@ TUTTI_PARAM_INT(kFusionBytes, "TUTTI_FUSION_BYTES", nullptr, "CORE", 64 << 10,
                 "largest fused allreduce buffer of a batch (an NCCL group, allReduceFused; bytes; "
                 "0 disables fusion)");
 
-bool overlaps(const void* a, size_t an, const void* b, size_t bn) {
-  if (!a || !b || an == 0 || bn == 0) return false;
-  auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
-  return x < y + bn && y < x + an;
-}
-
 Result<std::byte*> staging(CommImpl& impl, size_t bytes, const char* api) {
   std::vector<std::byte>& s = impl.batchStaging();
   if (s.size() < bytes) {
@@ -44,7 +39,7 @@ Result<std::byte*> staging(CommImpl& impl, size_t bytes, const char* api) {
   return s.data();
 }
 
-Status runColl(Communicator& c, CommImpl& impl, const CallArgs& op) {
+Status runColl(const Communicator& c, CommImpl& impl, const CallArgs& op) {
   const void* send = op.send;
   if (op.preMulScalar && op.count > 0) {
     const size_t in = op.coll == Coll::kReduceScatter ? op.count * c.size() : op.count;
@@ -52,27 +47,13 @@ Status runColl(Communicator& c, CommImpl& impl, const CallArgs& op) {
     TUTTI_TRY(kernels::scale(buf, op.send, in, op.dtype, op.preMulScalar));
     send = buf;
   }
-  switch (op.coll) {
-    case Coll::kAllReduce:
-      return c.allReduce(send, op.recv, op.count, op.dtype, op.op);
-    case Coll::kReduce:
-      return c.reduce(send, op.recv, op.count, op.dtype, op.op, op.root);
-    case Coll::kReduceScatter:
-      return c.reduceScatter(send, op.recv, op.count, op.dtype, op.op);
-    case Coll::kAllGather:
-      return c.allGather(send, op.recv, op.count, op.dtype);
-    case Coll::kBroadcast:
-      return c.broadcast(send, op.recv, op.count, op.dtype, op.root);
-    case Coll::kAllToAll:
-      return c.allToAll(send, op.recv, op.count, op.dtype);
-    case Coll::kGather:
-      return c.gather(send, op.recv, op.count, op.dtype, op.root);
-    case Coll::kScatter:
-      return c.scatter(send, op.recv, op.count, op.dtype, op.root);
-    default:
-      return invalidArgument("{}: collective {} cannot be part of a batch", op.api,
-                             collName(op.coll));
-  }
+  if (op.coll == Coll::kSendRecv || op.coll == Coll::kBarrier)
+    return invalidArgument("{}: collective {} cannot be part of a batch", op.api,
+                           collName(op.coll));
+  CallArgs a = op;
+  a.send = send;
+  a.preMulScalar = nullptr;
+  return impl.runChecked(a);
 }
 
 bool fusable(const CallArgs& op, size_t limit) {
@@ -92,7 +73,7 @@ size_t fusedRun(std::span<const CallArgs> ops, size_t i, size_t limit) {
     // A later input must not be an earlier output: fused, it would be read before written.
     bool dependent = false;
     for (size_t k = i; k < j && !dependent; ++k)
-      dependent = overlaps(o.send, o.count * elem, ops[k].recv, ops[k].count * elem);
+      dependent = bytesOverlap(o.send, o.count * elem, ops[k].recv, ops[k].count * elem);
     if (dependent) break;
     total += o.count * elem;
   }

@@ -25,10 +25,12 @@ namespace tutti {
 /// Runs `ops` on `comm` (see the file comment). Each operation is a collective (any but kSendRecv
 /// and kBarrier; `preMulScalar` allowed) or one message: coll kSendRecv with exactly one of
 /// sendPeer (a send of `send`) and recvPeer (a receive into `recv`) set. Every operation runs
-/// even after one failed; the first error is returned. `fusionBytes`: the largest fused allreduce (bytes of the fused
-/// buffer); 0 disables fusion. Arguments are checked as the C++ API checks them (InvalidArgument
-/// naming the argument), plus InvalidUsage for a send to this rank without a receive of the same
-/// size from it in the batch. Same thread-safety as the C++ API's calls.
+/// even after one failed; the first error is returned. `fusionBytes`: the largest fused allreduce
+/// (bytes of the fused buffer); 0 disables fusion. Each collective must have passed
+/// detail::checkCall (base/arg_check.h) already, as the NCCL layer's calls and allReduceFused do
+/// before anything runs: the batch does not check them again. Messages are checked
+/// (InvalidArgument for a peer out of range, InvalidUsage for a send to this rank without a
+/// receive of the same size from it in the batch). Same thread-safety as the C++ API's calls.
 Status runBatch(Communicator& comm, std::span<const CallArgs> ops, size_t fusionBytes);
 
 /// TUTTI_FUSION_BYTES (default 64 KiB): the largest fused buffer, and so the largest allreduce

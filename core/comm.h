@@ -15,7 +15,7 @@
 #include <tuple>
 
 #include "algorithms/selector.h"
-#include "core/arg_check.h"
+#include "base/arg_check.h"
 #include "core/bootstrap.h"
 #include "core/call_check.h"
 #include "core/engine.h"
@@ -53,6 +53,9 @@ class CommImpl final : public ExecHooks, public hang::Source {
   /// Checks the arguments (no side effect on error), then runs the call on this thread after any
   /// queued asynchronous work.
   Status run(const CallArgs& args);
+  /// run() for arguments that already passed checkCall (the batch entry's callers check every
+  /// call before anything runs): the same execution, without checking them again.
+  Status runChecked(const CallArgs& args);
   /// Checks the arguments, then queues the call for the progress thread.
   Result<Work> runAsync(const CallArgs& args);
 

@@ -14,6 +14,7 @@
 #include "base/env.h"
 #include "base/host_id.h"
 #include "base/log.h"
+#include "base/strings.h"
 #include "core/comm.h"
 #include "core/huge_pages.h"
 
@@ -34,25 +35,6 @@ TUTTI_PARAM_INT(kBootstrapTimeoutSec, "TUTTI_BOOTSTRAP_TIMEOUT", nullptr, "CORE"
                 "bootstrap timeout in seconds");
 
 constexpr char kSep = '\x1f';
-
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  size_t pos = 0;
-  for (;;) {
-    size_t end = s.find(sep, pos);
-    out.push_back(s.substr(pos, end == std::string::npos ? std::string::npos : end - pos));
-    if (end == std::string::npos) break;
-    pos = end + 1;
-  }
-  return out;
-}
-
-std::string trim(std::string s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
-  size_t i = 0;
-  while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
-  return s.substr(i);
-}
 
 }  // namespace
 
@@ -510,6 +492,14 @@ Status CommImpl::run(const CallArgs& a) {
     lastInPlace_ = inPlace;
   }
   inPlace = lastInPlace_;
+  return execute(a, inPlace);
+}
+
+Status CommImpl::runChecked(const CallArgs& a) {
+  if (!healthy()) TUTTI_TRY(failed());
+  const bool inPlace = inPlaceOf(a, rank_, nranks_);
+  if (queued_.load(std::memory_order_acquire) != 0) drainQueue();
+  std::lock_guard<std::mutex> lock(execMu_);
   return execute(a, inPlace);
 }
 

@@ -9,8 +9,8 @@
 #include <cstring>
 #include <set>
 
+#include "base/arg_check.h"
 #include "base/config.h"
-#include "core/arg_check.h"
 #include "nccl/device.h"
 #include "nccl/group.h"
 #include "nccl/internal.h"
@@ -71,18 +71,10 @@ ncclResult_t enqueue(PendingOp op, ncclDataType_t datatype, ncclRedOp_t redop, n
     }
   }
   if (op.kind == PendingOp::Kind::kColl) {
-    // The C++ API's rules (core/arg_check.h): root, count overflow, null buffers this rank
+    // The C++ API's rules (base/arg_check.h): root, count overflow, null buffers this rank
     // uses, overlap other than NCCL's in-place forms. Checked now, so that a bad call inside a
     // group has no effect (the group is cancelled before anything runs).
-    detail::CallArgs a;
-    a.coll = op.coll;
-    a.send = op.send;
-    a.recv = op.recv;
-    a.count = op.count;
-    a.dtype = op.dtype;
-    a.op = op.op;
-    a.root = op.root;
-    a.api = op.api;
+    const CallArgs a = toCallArgs(op);
     bool inPlace = false;
     if (Status c = detail::checkCall(a, s->rank, s->nranks, &inPlace); !c.isOk()) return bad(c);
   } else {

@@ -39,22 +39,6 @@ Status ready(CommState& s, const char* api) {
   return Status::ok();
 }
 
-CallArgs toCallArgs(const PendingOp& op) {
-  CallArgs a;
-  a.coll = op.kind == PendingOp::Kind::kColl ? op.coll : Coll::kSendRecv;
-  a.send = op.send;
-  a.recv = op.recv;
-  a.count = op.count;
-  a.dtype = op.dtype;
-  a.op = op.op;
-  a.root = op.root;
-  if (op.kind == PendingOp::Kind::kSend) a.sendPeer = op.peer;
-  if (op.kind == PendingOp::Kind::kRecv) a.recvPeer = op.peer;
-  a.preMulScalar = op.preMul ? op.scalar.data() : nullptr;
-  a.api = op.api;
-  return a;
-}
-
 // The operations of `ops` (no tasks) that are ready to run: for each, the communicator is usable
 // and the work before it on its stream is done. The others' errors go to `note`.
 template <typename Note>
@@ -96,6 +80,22 @@ Status runConcurrently(
 }
 
 }  // namespace
+
+CallArgs toCallArgs(const PendingOp& op) {
+  CallArgs a;
+  a.coll = op.kind == PendingOp::Kind::kColl ? op.coll : Coll::kSendRecv;
+  a.send = op.send;
+  a.recv = op.recv;
+  a.count = op.count;
+  a.dtype = op.dtype;
+  a.op = op.op;
+  a.root = op.root;
+  if (op.kind == PendingOp::Kind::kSend) a.sendPeer = op.peer;
+  if (op.kind == PendingOp::Kind::kRecv) a.recvPeer = op.peer;
+  a.preMulScalar = op.preMul ? op.scalar.data() : nullptr;
+  a.api = op.api;
+  return a;
+}
 
 bool inGroup() { return tGroup.depth > 0; }
 

@@ -41,6 +41,9 @@ struct PendingOp {
   std::function<Status()> task;
 };
 
+/// The operation as core's batch entry takes it (core/batch.h); kColl, kSend or kRecv.
+CallArgs toCallArgs(const PendingOp& op);
+
 /// Submits `op` on `comm`: recorded when this thread is inside a group, else run now (blocking
 /// communicator: on this thread; nonblocking: on its worker, returning ncclInProgress).
 ncclResult_t submit(const std::shared_ptr<CommState>& comm, PendingOp op);

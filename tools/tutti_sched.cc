@@ -20,6 +20,7 @@
 #include "algorithms/schedule_json.h"
 #include "algorithms/simulator.h"
 #include "algorithms/verifier.h"
+#include "base/strings.h"
 
 namespace tutti::algo {
 namespace {
@@ -95,17 +96,6 @@ Options parseOptions(int argc, char** argv, const std::set<std::string>& valued,
     }
   }
   return o;
-}
-
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  for (;;) {
-    size_t p = s.find(sep, start);
-    out.push_back(s.substr(start, p == std::string::npos ? std::string::npos : p - start));
-    if (p == std::string::npos) return out;
-    start = p + 1;
-  }
 }
 
 // "12", "4K", "1M" (binary), "2G". False on anything else.

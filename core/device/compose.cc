@@ -7,9 +7,9 @@
 #include <thread>
 
 #include "algorithms/selector.h"
+#include "base/arg_check.h"
 #include "base/env.h"
 #include "base/log.h"
-#include "core/arg_check.h"
 
 namespace tutti::device {
 
@@ -38,9 +38,9 @@ bool sameShape(const Call& a, const Call& b) {
          a.root == b.root && a.preMul == b.preMul && (!a.preMul || a.scalar == b.scalar);
 }
 
-// NCCL's in-place form of collective `c` on `rank` (core/arg_check.h).
+// NCCL's in-place form of collective `c` on `rank` (base/arg_check.h).
 bool inPlaceOn(const Call& c, int rank, int nranks) {
-  detail::CallArgs a;
+  CallArgs a;
   a.coll = c.coll;
   a.send = c.send;
   a.recv = c.recv;
@@ -49,9 +49,7 @@ bool inPlaceOn(const Call& c, int rank, int nranks) {
   a.op = c.op;
   a.root = c.root;
   a.api = c.api;
-  bool inPlace = false;
-  (void)detail::checkCall(a, rank, nranks, &inPlace);
-  return inPlace;
+  return detail::inPlaceOf(a, rank, nranks);
 }
 
 std::vector<const Call*> collectives(const std::vector<Call>& batch) {

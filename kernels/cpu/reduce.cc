@@ -10,6 +10,7 @@
 #include <emmintrin.h>
 #endif
 
+#include "base/strings.h"
 #include "kernels/cpu/cpu_kernels.h"
 
 namespace tutti::kernels {
@@ -18,13 +19,6 @@ namespace {
 const cpu::KernelTable& table() {
   static const cpu::KernelTable* const t = cpu::activeTarget().table;
   return *t;
-}
-
-// True when [x, x+bytes) and [y, y+bytes) share a byte.
-bool overlaps(const void* x, const void* y, size_t bytes) {
-  const auto ux = reinterpret_cast<uintptr_t>(x);
-  const auto uy = reinterpret_cast<uintptr_t>(y);
-  return bytes > 0 && ux < uy + bytes && uy < ux + bytes;
 }
 
 // Argument checks shared by the wrappers. Their messages are returned as is (no TUTTI_TRY
@@ -54,7 +48,7 @@ Status checkSources(const char* api, const void* dst, std::span<const void* cons
       return invalidArgument("{}: srcs[{}] is null (count={}, nsrcs={})", api, k, count,
                              srcs.size());
     }
-    if (srcs[k] != dst && overlaps(dst, srcs[k], bytes)) {
+    if (srcs[k] != dst && bytesOverlap(dst, bytes, srcs[k], bytes)) {
       return invalidArgument("{}: srcs[{}] partially overlaps dst (count={}, nsrcs={})", api, k,
                              count, srcs.size());
     }
@@ -100,10 +94,10 @@ Status reduce2(void* dst, const void* a, const void* b, size_t count, DataType d
   if (a == nullptr) return invalidArgument("{}: a is null (count={})", kApi, count);
   if (b == nullptr) return invalidArgument("{}: b is null (count={})", kApi, count);
   const size_t bytes = count * dataTypeBytes(dtype);
-  if (dst != a && overlaps(dst, a, bytes)) {
+  if (dst != a && bytesOverlap(dst, bytes, a, bytes)) {
     return invalidArgument("{}: a partially overlaps dst (count={}, bytes={})", kApi, count, bytes);
   }
-  if (dst != b && overlaps(dst, b, bytes)) {
+  if (dst != b && bytesOverlap(dst, bytes, b, bytes)) {
     return invalidArgument("{}: b partially overlaps dst (count={}, bytes={})", kApi, count, bytes);
   }
   reduce2Fn(dtype, op)(dst, a, b, count);
@@ -170,7 +164,7 @@ Status scale(void* dst, const void* src, size_t count, DataType dtype, const voi
   if (src == nullptr) return invalidArgument("{}: src is null (count={})", kApi, count);
   if (scalar == nullptr) return invalidArgument("{}: scalar is null (count={})", kApi, count);
   const size_t bytes = count * dataTypeBytes(dtype);
-  if (dst != src && overlaps(dst, src, bytes)) {
+  if (dst != src && bytesOverlap(dst, bytes, src, bytes)) {
     return invalidArgument("{}: src partially overlaps dst (count={}, bytes={})", kApi, count,
                            bytes);
   }

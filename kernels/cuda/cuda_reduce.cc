@@ -12,6 +12,7 @@
 #include <mutex>
 #include <vector>
 
+#include "base/strings.h"
 #include "kernels/cuda/launch.h"
 
 namespace tutti::kernels::cuda {
@@ -60,12 +61,6 @@ Result<DeviceInfo> currentDevice(const char* api) {
 }
 
 bool isFp8(DataType t) { return t == DataType::kFp8E4M3 || t == DataType::kFp8E5M2; }
-
-bool overlaps(const void* x, const void* y, size_t bytes) {
-  const auto ux = reinterpret_cast<uintptr_t>(x);
-  const auto uy = reinterpret_cast<uintptr_t>(y);
-  return bytes > 0 && ux < uy + bytes && uy < ux + bytes;
-}
 
 Status checkDtype(const char* api, DataType dtype, size_t count) {
   if (!isValid(dtype)) {
@@ -132,7 +127,7 @@ Status run(const char* api, void* dst, std::span<const void* const> srcs, size_t
   for (size_t k = 0; k < srcs.size(); ++k) {
     const std::string name = "srcs[" + std::to_string(k) + "]";
     if (Status s = checkPointer(api, name.c_str(), srcs[k], dtype, count); !s) return s;
-    if (srcs[k] != dst && overlaps(dst, srcs[k], bytes)) {
+    if (srcs[k] != dst && bytesOverlap(dst, bytes, srcs[k], bytes)) {
       return invalidArgument("{}: {} partially overlaps dst (count={}, nsrcs={})", api, name, count,
                              srcs.size());
     }
@@ -231,7 +226,7 @@ Status copy(void* dst, const void* src, size_t count, DataType dtype, void* stre
   if (src == nullptr) return invalidArgument("{}: src is null (count={})", kApi, count);
   const size_t bytes = count * dataTypeBytes(dtype);
   if (dst == src) return Status::ok();
-  if (overlaps(dst, src, bytes)) {
+  if (bytesOverlap(dst, bytes, src, bytes)) {
     return invalidArgument("{}: src partially overlaps dst (count={}, bytes={})", kApi, count,
                            bytes);
   }

@@ -35,6 +35,7 @@
 
 #include "base/env.h"
 #include "base/log.h"
+#include "transports/fifo.h"
 #include "transports/shm/shm_wire.h"
 #include "transports/transport.h"
 
@@ -198,27 +199,6 @@ Result<void*> mapSegment(const std::string& name, size_t bytes, bool create, int
   return p;
 }
 
-// A FIFO that keeps its capacity: a repeated call pushes and pops without allocating.
-template <typename T>
-class Fifo {
- public:
-  bool empty() const { return head_ == items_.size(); }
-  size_t size() const { return items_.size() - head_; }
-  T& front() { return items_[head_]; }
-  T& at(size_t i) { return items_[head_ + i]; }
-  void push(const T& v) { items_.push_back(v); }
-  void pop() {
-    if (++head_ == items_.size()) {
-      items_.clear();
-      head_ = 0;
-    }
-  }
-
- private:
-  std::vector<T> items_;
-  size_t head_ = 0;
-};
-
 class ShmConnection final : public Connection {
  public:
   ShmConnection(int rank, int peer, std::string peerHost, std::shared_ptr<Mapping> mine,
@@ -264,7 +244,7 @@ class ShmConnection final : public Connection {
     // descriptors now, so the receiver reads them back to back instead of one per round trip.
     if (!sends_.empty() && sends_.front().cmaSeq != 0)
       for (size_t i = 1; i < sends_.size(); ++i) {
-        PendingSend& s = sends_.at(i);
+        PendingSend& s = sends_[i];
         if (!isCma(s.bytes) || (s.cmaSeq == 0 && !postDescriptor(s)))
           break;
       }

@@ -17,34 +17,13 @@
 #include <cstring>
 
 #include "base/status.h"
+#include "transports/fifo.h"
 
 namespace tutti::transport::tcp_detail {
 namespace {
 
 constexpr size_t kStagingBytes = 256 * 1024;
 constexpr int kMaxIov = 64;
-
-// A FIFO that keeps its capacity: a repeated call pushes and pops without allocating.
-template <typename T>
-class Fifo {
- public:
-  bool empty() const { return head_ == items_.size(); }
-  size_t size() const { return items_.size() - head_; }
-  T& front() { return items_[head_]; }
-  T& operator[](size_t i) { return items_[head_ + i]; }
-  const T& operator[](size_t i) const { return items_[head_ + i]; }
-  void push(const T& v) { items_.push_back(v); }
-  void pop() {
-    if (++head_ == items_.size()) {
-      items_.clear();
-      head_ = 0;
-    }
-  }
-
- private:
-  std::vector<T> items_;
-  size_t head_ = 0;
-};
 
 /// Who a stream belongs to, for messages.
 struct PeerTag {

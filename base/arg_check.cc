@@ -1,20 +1,16 @@
-// File: core/arg_check.cc
+// File: base/arg_check.cc
 // Argument checks of one call (see arg_check.h).
-#include "core/arg_check.h"
+#include "base/arg_check.h"
 
 #include <cstdint>
+#include <utility>
 
 #include "base/collectives.h"
+#include "base/strings.h"
 
 namespace tutti::detail {
 
 namespace {
-
-bool overlaps(const void* a, size_t aBytes, const void* b, size_t bBytes) {
-  if (aBytes == 0 || bBytes == 0 || !a || !b) return false;
-  auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
-  return x < y + bBytes && y < x + aBytes;
-}
 
 // What the in-place form of a collective is, for the overlap error.
 const char* inPlaceHint(InPlaceForm f) {
@@ -31,7 +27,43 @@ const char* inPlaceHint(InPlaceForm f) {
   return "; this collective has no in-place form";
 }
 
+// Bytes of the send and receive buffers the call touches on `rank`.
+std::pair<size_t, size_t> bufferBytes(const CallArgs& a, int rank, int nranks) {
+  const size_t elem = dataTypeBytes(a.dtype);
+  size_t in = inputCount(a.coll, a.count, nranks, rank, a.root) * elem;
+  size_t out = outputCount(a.coll, a.count, nranks, rank, a.root) * elem;
+  if (a.coll == Coll::kSendRecv) {
+    if (a.sendPeer < 0) in = 0;
+    if (a.recvPeer < 0) out = 0;
+  }
+  return {in, out};
+}
+
+// Whether send and recv stand where the collective's in-place form puts them.
+bool isInPlaceForm(const CallArgs& a, int rank) {
+  const auto* sp = static_cast<const std::byte*>(a.send);
+  const auto* rp = static_cast<const std::byte*>(a.recv);
+  const size_t rankOffset = static_cast<size_t>(rank) * a.count * dataTypeBytes(a.dtype);
+  switch (collInfo(a.coll).inPlace) {
+    case InPlaceForm::kSame:
+      return sp == rp;
+    case InPlaceForm::kSendInRecv:
+      return sp == rp + rankOffset;
+    case InPlaceForm::kRecvInSend:
+      return rp == sp + rankOffset;
+    case InPlaceForm::kNone:
+      break;
+  }
+  return false;
+}
+
 }  // namespace
+
+bool inPlaceOf(const CallArgs& a, int rank, int nranks) {
+  if (a.count == 0 || a.coll == Coll::kBarrier || !isValid(a.dtype)) return false;
+  const auto [inBytes, outBytes] = bufferBytes(a, rank, nranks);
+  return bytesOverlap(a.send, inBytes, a.recv, outBytes) && isInPlaceForm(a, rank);
+}
 
 Status checkCount(const char* api, size_t count, DataType dtype, int nranks) {
   const size_t elem = dataTypeBytes(dtype);
@@ -70,36 +102,15 @@ Status checkCall(const CallArgs& a, int rank, int nranks, bool* inPlace) {
   }
   if (a.count == 0 || a.coll == Coll::kBarrier) return Status::ok();
   TUTTI_TRY(checkCount(a.api, a.count, a.dtype, nranks));
-  const size_t elem = dataTypeBytes(a.dtype);
-  size_t inBytes = inputCount(a.coll, a.count, nranks, rank, a.root) * elem;
-  size_t outBytes = outputCount(a.coll, a.count, nranks, rank, a.root) * elem;
-  if (a.coll == Coll::kSendRecv) {
-    if (a.sendPeer < 0) inBytes = 0;
-    if (a.recvPeer < 0) outBytes = 0;
-  }
+  const auto [inBytes, outBytes] = bufferBytes(a, rank, nranks);
   if (inBytes > 0 && !a.send)
     return invalidArgument("{}: sendbuff is NULL (sendbuff=NULL, count={}, rank={})", a.api,
                            a.count, rank);
   if (outBytes > 0 && !a.recv)
     return invalidArgument("{}: recvbuff is NULL (recvbuff=NULL, count={}, rank={})", a.api,
                            a.count, rank);
-  if (!overlaps(a.send, inBytes, a.recv, outBytes)) return Status::ok();
-  const auto* sp = static_cast<const std::byte*>(a.send);
-  const auto* rp = static_cast<const std::byte*>(a.recv);
-  const size_t rankOffset = static_cast<size_t>(rank) * a.count * elem;
-  switch (info.inPlace) {
-    case InPlaceForm::kSame:
-      *inPlace = sp == rp;
-      break;
-    case InPlaceForm::kSendInRecv:
-      *inPlace = sp == rp + rankOffset;
-      break;
-    case InPlaceForm::kRecvInSend:
-      *inPlace = rp == sp + rankOffset;
-      break;
-    case InPlaceForm::kNone:
-      break;
-  }
+  if (!bytesOverlap(a.send, inBytes, a.recv, outBytes)) return Status::ok();
+  *inPlace = isInPlaceForm(a, rank);
   if (!*inPlace)
     return invalidArgument(
         "{}: sendbuff and recvbuff overlap in a way {} does not allow "

@@ -1,4 +1,4 @@
-// File: core/arg_check.h
+// File: base/arg_check.h
 // Argument checks of one collective or point-to-point call, shared by the C++ API (CommImpl) and
 // the NCCL layer, so that both reject the same inputs with the same words: a null buffer the call
 // would touch on this rank, an invalid dtype or op, a root or peer out of range, a count whose
@@ -28,5 +28,9 @@ Status checkCount(const char* api, size_t count, DataType dtype, int nranks);
 /// send == recv + rank*count; reduceScatter: recv == send + rank*count). Errors name the API, the
 /// argument and its value; InvalidUsage for an unpaired send to self (kSendRecv).
 Status checkCall(const CallArgs& a, int rank, int nranks, bool* inPlace);
+
+/// What checkCall sets *inPlace to for a call that passes it: whether send and recv overlap in the
+/// collective's in-place form. Pure and cheap; for calls already checked.
+bool inPlaceOf(const CallArgs& a, int rank, int nranks);
 
 }  // namespace tutti::detail
