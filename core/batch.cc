@@ -7,6 +7,7 @@
 #include <cstring>
 #include <vector>
 
+#include "algorithms/simulator.h"
 #include "base/env.h"
 #include "base/log.h"
 #include "base/strings.h"
@@ -249,6 +250,23 @@ Status runBatch(Communicator& comm, std::span<const CallArgs> ops, size_t fusion
   }
   if (!p2p.empty()) note(runP2p(comm, *impl, p2p));
   return first;
+}
+
+double predictBatchUs(const Communicator& comm, std::span<const CallArgs> ops) {
+  const algo::LinkModel model = algo::LinkModel::defaults();
+  const algo::LinkParams& shm = model.links[static_cast<int>(algo::LinkClass::kShm)];
+  double total = 0;
+  for (const CallArgs& a : ops) {
+    if (a.count == 0) continue;
+    if (a.coll == Coll::kSendRecv) {  // one message
+      const double bytes = static_cast<double>(a.count * dataTypeBytes(a.dtype));
+      total += shm.latencyUs + bytes / (shm.bandwidthGBps * 1e3);
+      continue;
+    }
+    auto choice = comm.algorithmFor(a.coll, a.count, a.dtype, a.op, a.root, false);
+    if (choice.isOk() && choice->predictedUs > 0) total += choice->predictedUs;
+  }
+  return total;
 }
 
 size_t fusionBytes() {

@@ -33,6 +33,12 @@ namespace tutti {
 /// receive of the same size from it in the batch). Same thread-safety as the C++ API's calls.
 Status runBatch(Communicator& comm, std::span<const CallArgs> ops, size_t fusionBytes);
 
+/// The simulator's prediction of `ops` run as a batch, in microseconds: for each collective the
+/// selector's choice on this communicator (Communicator::algorithmFor), for each message one
+/// message over shared memory in the default link model; operations of count 0, and collectives
+/// that cannot be predicted, add nothing. Local; no communication.
+double predictBatchUs(const Communicator& comm, std::span<const CallArgs> ops);
+
 /// TUTTI_FUSION_BYTES (default 64 KiB): the largest fused buffer, and so the largest allreduce
 /// that is fused; 0 disables fusion.
 size_t fusionBytes();

@@ -10,8 +10,6 @@
 #include <algorithm>
 #include <cstring>
 
-#include "algorithms/algorithm.h"
-#include "algorithms/simulator.h"
 #include "base/env.h"
 #include "base/log.h"
 #include "core/batch.h"
@@ -178,21 +176,13 @@ ncclResult_t submit(const std::shared_ptr<CommState>& comm, PendingOp op) {
 }
 
 double predictGroup(const std::vector<std::pair<CommState*, PendingOp>>& ops) {
-  const algo::LinkModel model = algo::LinkModel::defaults();
-  const algo::LinkParams& shm = model.links[static_cast<int>(algo::LinkClass::kShm)];
+  // The communicator's own choices and predictions (its selector, topology and link model), so
+  // the estimate describes what ncclGroupEnd would run; communicators not ready add nothing.
   double total = 0;
   for (const auto& [s, op] : ops) {
-    if (op.kind == PendingOp::Kind::kTask || op.count == 0) continue;
-    const double bytes = static_cast<double>(op.count * dataTypeBytes(op.dtype));
-    if (op.kind != PendingOp::Kind::kColl) {  // one message
-      total += shm.latencyUs + bytes / (shm.bandwidthGBps * 1e3);
-      continue;
-    }
-    // The communicator's own choice and prediction (its selector, topology and link model), so
-    // the estimate describes what ncclGroupEnd would run.
-    if (!s->ready.load()) continue;
-    auto choice = s->comm.algorithmFor(op.coll, op.count, op.dtype, op.op, op.root, false);
-    if (choice.isOk() && choice->predictedUs > 0) total += choice->predictedUs;
+    if (op.kind == PendingOp::Kind::kTask || !s->ready.load()) continue;
+    const CallArgs a = toCallArgs(op);
+    total += predictBatchUs(s->comm, std::span(&a, 1));
   }
   return total;
 }
