@@ -101,34 +101,6 @@ Status checkUsable(CommState& s, const char* api) {
   return Status::ok();
 }
 
-bool cudaDevicePresent() {
-#if TUTTI_HAVE_CUDA
-  static const bool present = [] {
-    int n = 0;
-    const bool ok = cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-    (void)cudaGetLastError();  // clear the sticky "no driver" error
-    return ok;
-  }();
-  return present;
-#else
-  return false;
-#endif
-}
-
-Status syncStream(cudaStream_t stream, const char* api) {
-#if TUTTI_HAVE_CUDA
-  if (!stream || !cudaDevicePresent()) return Status::ok();
-  cudaError_t e = cudaStreamSynchronize(stream);
-  if (e != cudaSuccess)
-    return makeStatus(Code::kUnhandledCudaError, "{}: cudaStreamSynchronize failed: {}", api,
-                      cudaGetErrorString(e));
-#else
-  (void)stream;
-  (void)api;
-#endif
-  return Status::ok();
-}
-
 void initLogging() {
   static std::once_flag once;
   std::call_once(once, [] {

@@ -1,26 +1,9 @@
 // File: nccl/device.h
-// Operations on CUDA device memory, stream-ordered, staged through pinned host memory.
-//
-// A batch of operations of one communicator that touches device memory (one call outside a
-// group, or one communicator's share of a group) becomes one staged job. On the caller's stream
-// it enqueues, in order:
-//   1. the device-to-host copies of every device input range into pinned staging buffers;
-//   2. a host function that hands the job to the communicator's worker thread (the proxy);
-//   3. ncclDevKernel_ProxyWait, one GPU thread that holds the stream until the proxy has run the
-//      job (kernels/cuda_reduce.h, waitFlag);
-//   4. the host-to-device copies of every device output range back from staging;
-//   5. a host function that returns the staging buffers to the communicator's pool.
-// The call returns at once. The proxy runs the batch with the host engine (every algorithm and
-// transport of the host path, fusion and grouped send/recv included) on the staging buffers,
-// then writes the job's flag (done or failed). Input and output ranges that overlap (the
-// in-place forms, or one operation's output that a later one in the group reads) share one
-// staging buffer, so the host engine sees the same aliasing as the caller's buffers.
-//
-// Streams and ordering: the job runs after the work before it on the stream, and work after it
-// waits for its result. Operations of one group given on several streams join the first one
-// (events), as NCCL does. Jobs run on the proxy in issue order; a job captured in a CUDA graph
-// runs in the order its replays reach the host function. Capture works in every capture mode:
-// the pinned allocations are made with the thread's capture mode relaxed, as NCCL does.
+// Operations on CUDA device memory, stream-ordered. A batch of operations of one communicator
+// that touches device memory (one call outside a group, or one communicator's share of a group)
+// becomes one staged job of core's staged executor (core/device/staged.h: pinned copies on the
+// caller's stream, the batch run by the host engine on the communicator's worker, every
+// algorithm and transport of the host path, fusion and grouped send/recv included).
 //
 // Errors: a failed job (a dead peer, a timeout, an abort) writes "failed", so the stream never
 // hangs on it; the error is the communicator's asynchronous error (ncclCommGetAsyncError) and the
@@ -46,15 +29,8 @@
 
 namespace tutti::nccl {
 
-/// What CUDA says of a buffer (one cudaPointerGetAttributes): `device` for device or managed
-/// memory; `reachable` when a kernel can use it at its own address (device, managed, or pinned
-/// host memory mapped at the same address). Both false for NULL, for pageable host memory, and
-/// always on machines or builds without CUDA.
-struct MemoryKind {
-  bool device = false;
-  bool reachable = false;
-};
-MemoryKind memoryKind(const void* p);
+using device::MemoryKind;  // core/device/staged.h
+using device::memoryKind;
 
 /// At the end of a communicator's init (collective: every rank calls it): exchanges each rank's
 /// process, host and GPU. When all ranks are threads of this process on one GPU, joins them to

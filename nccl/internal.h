@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "core/device/staged.h"
 
 namespace tutti::nccl {
 
@@ -81,11 +82,10 @@ struct PreMulOp {
   std::array<std::byte, 8> scalar{};
 };
 
-class DeviceQueue;  // nccl/device.cc: pinned staging of operations on device memory
-
 }  // namespace tutti::nccl
 
 namespace tutti::device {
+class StagedQueue;    // core/device/staged.h: pinned staging of operations on device memory
 class Clique;         // core/device/clique.h: ranks that are threads of this process on one GPU
 class ProcessClique;  // core/device/process_clique.h: ranks that are processes on one GPU
 }  // namespace tutti::device
@@ -112,7 +112,7 @@ struct CommState {
   std::map<void*, size_t> registrations;  ///< ncclCommRegister handles -> size
   /// Created at the first operation on device memory. Declared before the worker, so that the
   /// worker (which runs the staged jobs) has stopped when the queue is released.
-  std::shared_ptr<DeviceQueue> device;
+  std::shared_ptr<device::StagedQueue> device;
   /// Set at init (nccl/device.h, initDevicePath) when every rank is a thread of this process on
   /// one GPU (clique), or when every rank is a process of its own on one GPU (procClique);
   /// device operations then run there instead of the staged path. Set once, before `ready`.
@@ -155,10 +155,8 @@ inline constexpr size_t kRetiredHandles = 4096;
 /// Fails when the communicator cannot run operations (aborted, revoked, suspended, not ready).
 Status checkUsable(CommState& s, const char* api);
 
-/// Whether a CUDA device is usable (cached after the first call).
-bool cudaDevicePresent();
-/// Waits for prior work on `stream` (no-op for NULL or without CUDA).
-Status syncStream(cudaStream_t stream, const char* api);
+using device::cudaDevicePresent;  // core/device/staged.h
+using device::syncStream;
 /// Prints the version banner once per process when NCCL_DEBUG asks for it, and switches the log
 /// to NCCL's line format.
 void initLogging();

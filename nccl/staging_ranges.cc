@@ -29,16 +29,4 @@ void ioBytes(const PendingOp& op, int rank, int nranks, size_t* inBytes, size_t*
   *outBytes = out * elem;
 }
 
-std::vector<Span> mergeSpans(std::vector<Span> v) {
-  std::sort(v.begin(), v.end(), [](const Span& a, const Span& b) { return a.begin < b.begin; });
-  std::vector<Span> out;
-  for (const Span& s : v) {
-    if (!out.empty() && s.begin < out.back().end)
-      out.back().end = std::max(out.back().end, s.end);
-    else
-      out.push_back(s);
-  }
-  return out;
-}
-
 }  // namespace tutti::nccl
