@@ -27,18 +27,6 @@ const char* inPlaceHint(InPlaceForm f) {
   return "; this collective has no in-place form";
 }
 
-// Bytes of the send and receive buffers the call touches on `rank`.
-std::pair<size_t, size_t> bufferBytes(const CallArgs& a, int rank, int nranks) {
-  const size_t elem = dataTypeBytes(a.dtype);
-  size_t in = inputCount(a.coll, a.count, nranks, rank, a.root) * elem;
-  size_t out = outputCount(a.coll, a.count, nranks, rank, a.root) * elem;
-  if (a.coll == Coll::kSendRecv) {
-    if (a.sendPeer < 0) in = 0;
-    if (a.recvPeer < 0) out = 0;
-  }
-  return {in, out};
-}
-
 // Whether send and recv stand where the collective's in-place form puts them.
 bool isInPlaceForm(const CallArgs& a, int rank) {
   const auto* sp = static_cast<const std::byte*>(a.send);
@@ -58,6 +46,17 @@ bool isInPlaceForm(const CallArgs& a, int rank) {
 }
 
 }  // namespace
+
+std::pair<size_t, size_t> bufferBytes(const CallArgs& a, int rank, int nranks) {
+  const size_t elem = dataTypeBytes(a.dtype);
+  size_t in = inputCount(a.coll, a.count, nranks, rank, a.root) * elem;
+  size_t out = outputCount(a.coll, a.count, nranks, rank, a.root) * elem;
+  if (a.coll == Coll::kSendRecv) {
+    if (a.sendPeer < 0) in = 0;
+    if (a.recvPeer < 0) out = 0;
+  }
+  return {in, out};
+}
 
 bool inPlaceOf(const CallArgs& a, int rank, int nranks) {
   if (a.count == 0 || a.coll == Coll::kBarrier || !isValid(a.dtype)) return false;

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <utility>
 #include <tutti/types.hpp>
 
 #include "base/collectives.h"
@@ -28,6 +29,10 @@ Status checkCount(const char* api, size_t count, DataType dtype, int nranks);
 /// send == recv + rank*count; reduceScatter: recv == send + rank*count). Errors name the API, the
 /// argument and its value; InvalidUsage for an unpaired send to self (kSendRecv).
 Status checkCall(const CallArgs& a, int rank, int nranks, bool* inPlace);
+
+/// Bytes of the send and receive buffers a call touches on `rank` (0 for a buffer it does not use
+/// there, as NCCL allows it to be null).
+std::pair<size_t, size_t> bufferBytes(const CallArgs& a, int rank, int nranks);
 
 /// What checkCall sets *inPlace to for a call that passes it: whether send and recv overlap in the
 /// collective's in-place form. Pure and cheap; for calls already checked.

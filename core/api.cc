@@ -193,6 +193,61 @@ Status Communicator::sendRecv(const void* send, int sendPeer, void* recv, int re
   a.recvPeer = recvPeer;
   return impl_->run(a);
 }
+// ---- stream-ordered calls ----
+
+#define TUTTI_ON_STREAM(api, coll, send, recv, op, root)                                   \
+  TUTTI_COMM_OR_FAIL(api);                                                                 \
+  return impl_->runOnStream(makeArgs(api, coll, send, recv, count, dtype, op, root), stream)
+
+Status Communicator::allReduce(const void* send, void* recv, size_t count, DataType dtype,
+                               RedOp op, void* stream) {
+  TUTTI_ON_STREAM("allReduce", Coll::kAllReduce, send, recv, op, 0);
+}
+Status Communicator::allGather(const void* send, void* recv, size_t count, DataType dtype,
+                               void* stream) {
+  TUTTI_ON_STREAM("allGather", Coll::kAllGather, send, recv, RedOp::kSum, 0);
+}
+Status Communicator::reduceScatter(const void* send, void* recv, size_t count, DataType dtype,
+                                   RedOp op, void* stream) {
+  TUTTI_ON_STREAM("reduceScatter", Coll::kReduceScatter, send, recv, op, 0);
+}
+Status Communicator::broadcast(const void* send, void* recv, size_t count, DataType dtype,
+                               int root, void* stream) {
+  TUTTI_ON_STREAM("broadcast", Coll::kBroadcast, send, recv, RedOp::kSum, root);
+}
+Status Communicator::reduce(const void* send, void* recv, size_t count, DataType dtype, RedOp op,
+                            int root, void* stream) {
+  TUTTI_ON_STREAM("reduce", Coll::kReduce, send, recv, op, root);
+}
+Status Communicator::allToAll(const void* send, void* recv, size_t count, DataType dtype,
+                              void* stream) {
+  TUTTI_ON_STREAM("allToAll", Coll::kAllToAll, send, recv, RedOp::kSum, 0);
+}
+Status Communicator::gather(const void* send, void* recv, size_t count, DataType dtype, int root,
+                            void* stream) {
+  TUTTI_ON_STREAM("gather", Coll::kGather, send, recv, RedOp::kSum, root);
+}
+Status Communicator::scatter(const void* send, void* recv, size_t count, DataType dtype,
+                             int root, void* stream) {
+  TUTTI_ON_STREAM("scatter", Coll::kScatter, send, recv, RedOp::kSum, root);
+}
+#undef TUTTI_ON_STREAM
+Status Communicator::send(const void* buf, size_t count, DataType dtype, int peer,
+                          void* stream) {
+  TUTTI_COMM_OR_FAIL("send");
+  TUTTI_TRY(checkPeer("send", "peer", peer, impl_->rank(), impl_->size()));
+  CallArgs a = makeArgs("send", Coll::kSendRecv, buf, nullptr, count, dtype, RedOp::kSum, 0);
+  a.sendPeer = peer;
+  return impl_->runOnStream(a, stream);
+}
+Status Communicator::recv(void* buf, size_t count, DataType dtype, int peer, void* stream) {
+  TUTTI_COMM_OR_FAIL("recv");
+  TUTTI_TRY(checkPeer("recv", "peer", peer, impl_->rank(), impl_->size()));
+  CallArgs a = makeArgs("recv", Coll::kSendRecv, nullptr, buf, count, dtype, RedOp::kSum, 0);
+  a.recvPeer = peer;
+  return impl_->runOnStream(a, stream);
+}
+
 Status Communicator::allReduceFused(std::span<const ReduceBuffer> buffers, DataType dtype,
                                     RedOp op) {
   TUTTI_COMM_OR_FAIL("allReduceFused");

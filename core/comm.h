@@ -18,6 +18,7 @@
 #include "base/arg_check.h"
 #include "core/bootstrap.h"
 #include "core/call_check.h"
+#include "core/device/staged.h"
 #include "core/engine.h"
 #include "core/hang_report.h"
 #include "core/stats.h"
@@ -56,6 +57,10 @@ class CommImpl final : public ExecHooks, public hang::Source {
   /// run() for arguments that already passed checkCall (the batch entry's callers check every
   /// call before anything runs): the same execution, without checking them again.
   Status runChecked(const CallArgs& args);
+  /// A call on a CUDA stream (Communicator's stream overloads; core/stream_calls.cc): checked,
+  /// then staged on the stream when a buffer is device memory (core/device/staged.h: the host
+  /// engine runs it on the progress thread), else run after the stream's earlier work.
+  Status runOnStream(const CallArgs& args, void* stream);
   /// Checks the arguments, then queues the call for the progress thread.
   Result<Work> runAsync(const CallArgs& args);
 
@@ -101,6 +106,8 @@ class CommImpl final : public ExecHooks, public hang::Source {
   Status execute(const CallArgs& a, bool inPlace);
   Result<Plan*> plan(const CallArgs& a, bool inPlace);
   void drainQueue();
+  /// Queues `task` for the progress thread; `a` names it in hang reports.
+  void queueTask(const CallArgs& a, std::function<void()> task);
   void progressLoop();
   void selectAlgorithm(Coll coll, const std::string& name);  // "" = default
   Status initSelection();  // topology allgather, link model, overrides (core/selection.cc)
@@ -160,6 +167,10 @@ class CommImpl final : public ExecHooks, public hang::Source {
   int hugeUses_ = 0;
   std::vector<std::byte> scratchPool_;  // shared by all plans (one executes at a time)
   std::vector<std::byte> batchStaging_;
+  // Stream-ordered calls on device memory (core/stream_calls.cc): created at the first one.
+  // Destroyed after the progress thread has ended (it runs the staged jobs).
+  std::shared_ptr<device::StagedQueue> staged_;
+  std::atomic<bool> closing_{false};  // the destructor runs: staged jobs still waiting give up
 
   // Selection (core/selection.cc): the job's topology as a link model, the hierarchy groups
   // (CollShape::hostOf), TUTTI_ALGO / NCCL_ALGO, and the decisions per call shape (cleared with

@@ -240,6 +240,7 @@ Status CommImpl::init(const bootstrap::IdData& id, const Options& options) {
 }
 
 CommImpl::~CommImpl() {
+  closing_.store(true);
   finishDiagnostics();
   {
     std::lock_guard<std::mutex> lock(qMu_);
@@ -508,18 +509,22 @@ Result<Work> CommImpl::runAsync(const CallArgs& a) {
   bool inPlace = false;
   TUTTI_TRY(check(a, &inPlace));
   auto state = std::make_shared<WorkState>();
+  queueTask(a, [this, a, inPlace, state] {
+    std::lock_guard<std::mutex> execLock(execMu_);
+    state->finish(execute(a, inPlace));
+  });
+  return Work(state);
+}
+
+void CommImpl::queueTask(const CallArgs& a, std::function<void()> task) {
   {
     std::lock_guard<std::mutex> lock(qMu_);
     queuedArgs_.push_back(a);
-    queue_.push_back([this, a, inPlace, state] {
-      std::lock_guard<std::mutex> execLock(execMu_);
-      state->finish(execute(a, inPlace));
-    });
+    queue_.push_back(std::move(task));
     queued_.fetch_add(1, std::memory_order_acq_rel);
     if (!thread_.joinable()) thread_ = std::thread([this] { progressLoop(); });
   }
   qCv_.notify_all();
-  return Work(state);
 }
 
 Status CommImpl::runPlan(Plan& plan, const void* input, void* output, const CallArgs* signAs) {

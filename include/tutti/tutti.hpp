@@ -162,6 +162,37 @@ class TUTTI_API Communicator {
   /// allReduce.
   Status allReduceFused(std::span<const ReduceBuffer> buffers, DataType dtype, RedOp op);
 
+  // ---- stream-ordered versions: device or host memory, as the NCCL ABI takes them ----
+  // `stream` is a cudaStream_t (nullptr: the legacy default stream), passed as void* so that this
+  // header needs no CUDA. Buffers in CUDA device or managed memory: the call is enqueued on the
+  // stream and returns at once; it runs after the stream's earlier work, and the stream's later
+  // work sees its result. Today it runs staged: the stream copies the device inputs to pinned
+  // host memory, the host engine runs the collective on the communicator's progress thread
+  // (every algorithm and transport of the host path), and the stream copies the outputs back
+  // (docs/GPU.md: bound by the host copies). Host memory: the call waits for the stream's
+  // earlier work and then runs as the blocking call. Errors: argument errors as the blocking
+  // calls, returned at once with nothing enqueued; UnhandledCudaError or SystemError when the
+  // enqueue fails; an error of the execution itself (a dead peer, a timeout) fails the job on
+  // the stream (its outputs undefined, the stream never hangs) and becomes asyncError(), which
+  // later calls return. InvalidUsage on device memory in a build without CUDA. Captured in a
+  // CUDA graph, the collective runs at each replay.
+  Status allReduce(const void* send, void* recv, size_t count, DataType dtype, RedOp op,
+                   void* stream);
+  Status allGather(const void* send, void* recv, size_t count, DataType dtype, void* stream);
+  Status reduceScatter(const void* send, void* recv, size_t count, DataType dtype, RedOp op,
+                       void* stream);
+  Status broadcast(const void* send, void* recv, size_t count, DataType dtype, int root,
+                   void* stream);
+  Status reduce(const void* send, void* recv, size_t count, DataType dtype, RedOp op, int root,
+                void* stream);
+  Status allToAll(const void* send, void* recv, size_t count, DataType dtype, void* stream);
+  Status gather(const void* send, void* recv, size_t count, DataType dtype, int root,
+                void* stream);
+  Status scatter(const void* send, void* recv, size_t count, DataType dtype, int root,
+                 void* stream);
+  Status send(const void* buf, size_t count, DataType dtype, int peer, void* stream);
+  Status recv(void* buf, size_t count, DataType dtype, int peer, void* stream);
+
   // ---- asynchronous versions: run in issue order on the communicator's progress thread ----
   // Argument errors are returned immediately (nothing is queued); communication errors come
   // from Work::wait(). Buffers must stay valid and untouched until the Work completes.

@@ -352,6 +352,51 @@ TEST_CASE("allReduceFused: bit-identical to separate allReduce calls, bad buffer
   });
 }
 
+TEST_CASE("stream-ordered calls on host memory run after the stream, as the blocking calls", "[mp]") {
+  // No stream (nullptr) and host buffers: every overload taking a stream runs the blocking call;
+  // the same calls on device memory are tests/gpu/cpp_stream_test.cc.
+  runOnRanks(3, "shm", [](Communicator& c) {
+    const int n = c.size(), r = c.rank();
+    const size_t count = 1000;
+    std::vector<float> in(count * n), out(count * n, -1.0f);
+    for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<float>(r * 10000 + i);
+    TUTTI_CHILD_CHECK(
+        c.allReduce(in.data(), out.data(), count, DataType::kFloat32, RedOp::kSum, nullptr).isOk());
+    for (size_t i = 0; i < count; ++i) {
+      double e = 0;
+      for (int q = 0; q < n; ++q) e += q * 10000.0 + i;
+      TUTTI_CHILD_CHECK(out[i] == static_cast<float>(e));
+    }
+    TUTTI_CHILD_CHECK(
+        c.allGather(in.data(), out.data(), count, DataType::kFloat32, nullptr).isOk());
+    for (int q = 0; q < n; ++q)
+      for (size_t i = 0; i < count; ++i)
+        TUTTI_CHILD_CHECK(out[q * count + i] == static_cast<float>(q * 10000 + i));
+    TUTTI_CHILD_CHECK(
+        c.broadcast(in.data(), out.data(), count, DataType::kFloat32, 2, nullptr).isOk());
+    for (size_t i = 0; i < count; ++i)
+      TUTTI_CHILD_CHECK(out[i] == static_cast<float>(20000 + i));
+    const int next = (r + 1) % n, prev = (r + n - 1) % n;
+    if (r % 2 == 0) {
+      TUTTI_CHILD_CHECK(c.send(in.data(), count, DataType::kFloat32, next, nullptr).isOk());
+      TUTTI_CHILD_CHECK(c.recv(out.data(), count, DataType::kFloat32, prev, nullptr).isOk());
+    } else {
+      TUTTI_CHILD_CHECK(c.recv(out.data(), count, DataType::kFloat32, prev, nullptr).isOk());
+      TUTTI_CHILD_CHECK(c.send(in.data(), count, DataType::kFloat32, next, nullptr).isOk());
+    }
+    for (size_t i = 0; i < count; ++i)
+      TUTTI_CHILD_CHECK(out[i] == static_cast<float>(prev * 10000 + i));
+    // Bad arguments: the blocking calls' errors, nothing run.
+    Status s = c.reduce(in.data(), out.data(), count, DataType::kFloat32, RedOp::kSum, n, nullptr);
+    TUTTI_CHILD_CHECK(s.code() == Code::kInvalidArgument);
+    TUTTI_CHILD_CHECK(s.message().find("root") != std::string::npos);
+    s = c.send(nullptr, count, DataType::kFloat32, next, nullptr);
+    TUTTI_CHILD_CHECK(s.code() == Code::kInvalidArgument);
+    TUTTI_CHILD_CHECK(c.barrier().isOk());
+    return 0;
+  });
+}
+
 TEST_CASE("barrier waits for the slowest rank", "[mp]") {
   const std::string transport = GENERATE("shm", "tcp");
   runOnRanks(4, transport, [](Communicator& c) {
