@@ -269,6 +269,31 @@ def job_collectives():
     compare("all_gather_coalesced", fagc,
             [torch.full((k + 2,), float(j + k)) for k in range(3) for j in range(n)])
 
+    # The tensor-coalesced forms, which torch reaches through the ProcessGroup object.
+    def pg_of(g):
+        return g if g is not None else dist.distributed_c10d._get_default_group()
+
+    def fagtc(g):
+        outs = [torch.empty(n * (k + 1), dtype=torch.int64) for k in range(3)]
+        pg_of(g).allgather_into_tensor_coalesced(
+            outs, [torch.full((k + 1,), 10 * r + k, dtype=torch.int64) for k in range(3)]).wait()
+        return outs
+    compare("allgather_into_tensor_coalesced", fagtc,
+            [torch.tensor([10 * j + k for j in range(n)]).repeat_interleave(k + 1)
+             for k in range(3)])
+
+    def frstc(g):
+        outs = [torch.empty(k + 1) for k in range(3)]
+        opts = dist.ReduceScatterOptions()
+        opts.reduceOp = R.SUM
+        pg_of(g).reduce_scatter_tensor_coalesced(
+            outs, [torch.arange(n * (k + 1), dtype=torch.float32) + r for k in range(3)],
+            opts).wait()
+        return outs
+    compare("reduce_scatter_tensor_coalesced", frstc,
+            [torch.arange(r * (k + 1), (r + 1) * (k + 1), dtype=torch.float32) * n +
+             sum(range(n)) for k in range(3)])
+
     # Asynchronous calls and their futures, several in flight, completed in issue order.
     xs = [torch.full((1000,), float(r + k)) for k in range(4)]
     works = [dist.all_reduce(x, async_op=True) for x in xs]
