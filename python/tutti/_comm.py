@@ -380,10 +380,11 @@ class Communicator:
                          async_op: bool = False) -> Union[List[Array], Work]:
         """All-reduces each array of ``arrays`` in place; returns the list (or a Work for all).
 
-        Results are bit-identical to separate all_reduce calls. Today this issues one
-        all_reduce per array, back to back (the C++ API has no batch entry yet): it saves the
-        Python round trips, not the per-call latency. Every array is checked before the first
-        call runs.
+        Results are bit-identical to separate all_reduce calls. Blocking, consecutive arrays of
+        one dtype run as one batch (C++ ``Communicator::allReduceFused``): arrays of together
+        at most TUTTI_FUSION_BYTES (default 64 KiB) are reduced by one plan, paying one call's
+        latency. With ``async_op=True`` each array is one queued all_reduce (no fusion yet).
+        Every array is checked before the first call runs; errors as all_reduce.
         """
         arrays = list(arrays)
         work = self._c.fused_all_reduce(arrays, _op(op), async_op)
