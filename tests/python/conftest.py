@@ -9,24 +9,17 @@ with their output.
 
 import json
 import os
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
 
+from procs import free_port, wait_all
+
 WORKER = Path(__file__).with_name("rank_worker.py")
 JOB_TIMEOUT_S = float(os.environ.get("TUTTI_TEST_JOB_TIMEOUT", "240"))
-
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def run_job(job, nranks, env_path=False, timeout=JOB_TIMEOUT_S):
@@ -36,7 +29,7 @@ def run_job(job, nranks, env_path=False, timeout=JOB_TIMEOUT_S):
     for k in ("TUTTI_RANK", "TUTTI_NRANKS", "TUTTI_COMM_ID", "RANK", "WORLD_SIZE"):
         base.pop(k, None)
     if env_path:
-        base.update(TUTTI_NRANKS=str(nranks), TUTTI_COMM_ID=f"127.0.0.1:{_free_port()}",
+        base.update(TUTTI_NRANKS=str(nranks), TUTTI_COMM_ID=f"127.0.0.1:{free_port()}",
                     TUTTI_LOCAL_SIZE=str(nranks))
     else:
         import tutti
@@ -54,27 +47,12 @@ def run_job(job, nranks, env_path=False, timeout=JOB_TIMEOUT_S):
             [sys.executable, str(WORKER), job, str(tmp / f"rank{r}.json")], env=env,
             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
             start_new_session=True))
-    deadline = time.monotonic() + timeout
-    try:
-        for p in procs:
-            p.wait(timeout=max(0.1, deadline - time.monotonic()))
-    except subprocess.TimeoutExpired:
-        pass
-    finally:
-        for p in procs:  # kill whatever is left (its whole process group)
-            if p.poll() is None:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait()
-    text = []
-    for r, log in enumerate(logs):
-        log.seek(0)
-        text.append(f"--- rank {r} (exit {procs[r].returncode}) ---\n{log.read()}")
-        log.close()
+    codes, text = wait_all(procs, logs, timeout)
     results = []
     for r in range(nranks):
         f = tmp / f"rank{r}.json"
         results.append(json.loads(f.read_text()) if f.exists() else None)
-    return results, [p.returncode for p in procs], "\n".join(text)
+    return results, codes, text
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,6 @@ ctest's python.torch, which runs only where the backend was built.
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -17,6 +16,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from procs import free_port, wait_all
 
 if os.environ.get("TUTTI_TEST_REQUIRE_TORCH") == "1":  # ctest python.torch: must be there
     import tutti.torch  # noqa: F401
@@ -31,12 +32,6 @@ HERE = Path(__file__).parent
 JOB_TIMEOUT_S = float(os.environ.get("TUTTI_TEST_JOB_TIMEOUT", "240"))
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _env():
     env = dict(os.environ, TUTTI_DEBUG=os.environ.get("TUTTI_DEBUG", "NONE"),
                OMP_NUM_THREADS="1")
@@ -46,31 +41,11 @@ def _env():
     return env
 
 
-def _wait_all(procs, logs, timeout):
-    deadline = time.monotonic() + timeout
-    try:
-        for p in procs:
-            p.wait(timeout=max(0.1, deadline - time.monotonic()))
-    except subprocess.TimeoutExpired:
-        pass
-    finally:
-        for p in procs:  # whatever is left, with its whole process group
-            if p.poll() is None:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait()
-    text = []
-    for r, log in enumerate(logs):
-        log.seek(0)
-        text.append(f"--- process {r} (exit {procs[r].returncode}) ---\n{log.read()}")
-        log.close()
-    return [p.returncode for p in procs], "\n".join(text)
-
-
 def run_workers(job, nranks, timeout=JOB_TIMEOUT_S):
     """torch_worker.py `job` on `nranks` processes: (per-rank results or None, codes, logs)."""
     tmp = Path(tempfile.mkdtemp(prefix="tutti-torch-"))
     base = _env()
-    base.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()), WORLD_SIZE=str(nranks))
+    base.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), WORLD_SIZE=str(nranks))
     procs, logs = [], []
     for r in range(nranks):
         log = open(tmp / f"rank{r}.log", "w+")
@@ -79,7 +54,7 @@ def run_workers(job, nranks, timeout=JOB_TIMEOUT_S):
             [sys.executable, str(HERE / "torch_worker.py"), job, str(tmp / f"rank{r}.json")],
             env=dict(base, RANK=str(r), LOCAL_RANK=str(r)), stdin=subprocess.DEVNULL,
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
-    codes, text = _wait_all(procs, logs, timeout)
+    codes, text = wait_all(procs, logs, timeout)
     results = [json.loads((tmp / f"rank{r}.json").read_text())
                if (tmp / f"rank{r}.json").exists() else None for r in range(nranks)]
     return results, codes, text
@@ -121,11 +96,11 @@ def test_ddp_matches_gloo(nranks):
     out = tmp / "result.json"
     proc = subprocess.Popen(
         [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node",
-         str(nranks), "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{_free_port()}",
+         str(nranks), "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{free_port()}",
          str(HERE / "torch_ddp.py"), str(out)],
         env=_env(), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
         start_new_session=True)
-    codes, text = _wait_all([proc], [log], JOB_TIMEOUT_S)
+    codes, text = wait_all([proc], [log], JOB_TIMEOUT_S)
     assert codes == [0], text
     res = json.loads(out.read_text())
     assert res["size"] == nranks and res["moved"] > 1e-3, res  # it trained
