@@ -16,6 +16,7 @@
 
 #include "algorithms/selector.h"
 #include "base/arg_check.h"
+#include "base/task_queue.h"
 #include "core/bootstrap.h"
 #include "core/call_check.h"
 #include "core/device/staged.h"
@@ -105,10 +106,9 @@ class CommImpl final : public ExecHooks, public hang::Source {
   void adviseHugePages(const CallArgs& a, const Plan& plan);
   Status execute(const CallArgs& a, bool inPlace);
   Result<Plan*> plan(const CallArgs& a, bool inPlace);
-  void drainQueue();
+  void drainQueue() { progress_.drain(); }
   /// Queues `task` for the progress thread; `a` names it in hang reports.
   void queueTask(const CallArgs& a, std::function<void()> task);
-  void progressLoop();
   void selectAlgorithm(Coll coll, const std::string& name);  // "" = default
   Status initSelection();  // topology allgather, link model, overrides (core/selection.cc)
   /// TUTTI_CALIBRATE: fits model_ by ping-pongs or loads the per-host cache (core/calibrate.cc).
@@ -189,17 +189,14 @@ class CommImpl final : public ExecHooks, public hang::Source {
   Status firstError_;
   std::atomic<bool> hasError_{false};  // firstError_ is set (read without errMu_ on every call)
 
-  std::mutex qMu_;
-  std::condition_variable qCv_;
-  std::deque<std::function<void()>> queue_;
-  bool running_ = false;  // the progress thread is executing a task
-  std::atomic<int> queued_{0};  // tasks queued or running: run() skips drainQueue() at 0
   CallArgs lastChecked_{.api = nullptr};  // the last blocking call that passed check() (execMu_)
   bool lastInPlace_ = false;
-  bool stop_ = false;
-  std::thread thread_;
   std::mutex execMu_;  // one plan executes at a time
-  std::deque<CallArgs> queuedArgs_;  // parallel to queue_, for hang reports
+  // The progress thread's queue (asynchronous calls, staged device jobs): run() skips
+  // drainQueue() while progress_.pending() is 0. Stopped first in the destructor.
+  TaskQueue progress_;
+  std::mutex argsMu_;
+  std::deque<CallArgs> queuedArgs_;  // the queued tasks' calls, not yet started (hang reports)
 
   // Diagnostics (core/comm_diag.cc).
   bool checkCalls_ = false;

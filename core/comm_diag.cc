@@ -156,7 +156,7 @@ void CommImpl::requestReport() {
 }
 
 void CommImpl::reportQueued(const std::string& prefix) {
-  std::lock_guard<std::mutex> lock(qMu_);
+  std::lock_guard<std::mutex> lock(argsMu_);
   for (const CallArgs& a : queuedArgs_)
     hang::writeLine(fmt::format("{}: queued, not started: {}", prefix, callText(a)));
 }

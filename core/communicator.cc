@@ -242,12 +242,7 @@ Status CommImpl::init(const bootstrap::IdData& id, const Options& options) {
 CommImpl::~CommImpl() {
   closing_.store(true);
   finishDiagnostics();
-  {
-    std::lock_guard<std::mutex> lock(qMu_);
-    stop_ = true;
-  }
-  qCv_.notify_all();
-  if (thread_.joinable()) thread_.join();
+  progress_.stop(std::chrono::hours(24), false);  // the queued tasks run (and fail fast) first
 }
 
 std::string CommImpl::transportTo(int peer) const {
@@ -282,7 +277,6 @@ Status CommImpl::asyncError() const {
 void CommImpl::abort() {
   abort_.store(true);
   recordError(invalidUsage("communicator was aborted (rank {})", rank_));
-  qCv_.notify_all();
 }
 
 Status CommImpl::setAlgorithm(Coll coll, const std::string& name) {
@@ -476,7 +470,7 @@ Status CommImpl::execute(const CallArgs& a, bool inPlace) {
 Status CommImpl::run(const CallArgs& a) {
   if (!healthy()) TUTTI_TRY(failed());
   bool inPlace = false;
-  if (queued_.load(std::memory_order_acquire) != 0) {  // asynchronous work first
+  if (progress_.pending() != 0) {  // asynchronous work first
     TUTTI_TRY(check(a, &inPlace));
     drainQueue();
     std::lock_guard<std::mutex> lock(execMu_);
@@ -499,7 +493,7 @@ Status CommImpl::run(const CallArgs& a) {
 Status CommImpl::runChecked(const CallArgs& a) {
   if (!healthy()) TUTTI_TRY(failed());
   const bool inPlace = inPlaceOf(a, rank_, nranks_);
-  if (queued_.load(std::memory_order_acquire) != 0) drainQueue();
+  if (progress_.pending() != 0) drainQueue();
   std::lock_guard<std::mutex> lock(execMu_);
   return execute(a, inPlace);
 }
@@ -517,14 +511,16 @@ Result<Work> CommImpl::runAsync(const CallArgs& a) {
 }
 
 void CommImpl::queueTask(const CallArgs& a, std::function<void()> task) {
-  {
-    std::lock_guard<std::mutex> lock(qMu_);
-    queuedArgs_.push_back(a);
-    queue_.push_back(std::move(task));
-    queued_.fetch_add(1, std::memory_order_acq_rel);
-    if (!thread_.joinable()) thread_ = std::thread([this] { progressLoop(); });
-  }
-  qCv_.notify_all();
+  // One lock around both, so that the labels keep the tasks' order.
+  std::lock_guard<std::mutex> lock(argsMu_);
+  queuedArgs_.push_back(a);
+  progress_.submit([this, task = std::move(task)] {
+    {
+      std::lock_guard<std::mutex> lock(argsMu_);
+      queuedArgs_.pop_front();
+    }
+    task();
+  });
 }
 
 Status CommImpl::runPlan(Plan& plan, const void* input, void* output, const CallArgs* signAs) {
@@ -563,29 +559,6 @@ Result<const Plan*> CommImpl::planFor(const CallArgs& args, bool inPlace) {
   std::lock_guard<std::mutex> lock(execMu_);
   TUTTI_TRY_ASSIGN(Plan * p, plan(args, inPlace));
   return static_cast<const Plan*>(p);
-}
-
-void CommImpl::drainQueue() {
-  std::unique_lock<std::mutex> lock(qMu_);
-  qCv_.wait(lock, [&] { return (queue_.empty() && !running_) || stop_; });
-}
-
-void CommImpl::progressLoop() {
-  std::unique_lock<std::mutex> lock(qMu_);
-  for (;;) {
-    qCv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
-    if (queue_.empty() && stop_) return;
-    auto task = std::move(queue_.front());
-    queue_.pop_front();
-    queuedArgs_.pop_front();
-    running_ = true;
-    lock.unlock();
-    task();
-    lock.lock();
-    running_ = false;
-    queued_.fetch_sub(1, std::memory_order_acq_rel);
-    qCv_.notify_all();
-  }
 }
 
 }  // namespace tutti::detail

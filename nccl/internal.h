@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "base/task_queue.h"
 #include "core/device/staged.h"
 
 namespace tutti::nccl {
@@ -49,31 +50,6 @@ struct Config {
 /// Reads `in` (NULL: defaults, then environment) by its size/magic/version header.
 /// NCCL_COMM_BLOCKING overrides an unset blocking field. InvalidArgument for a bad magic or size.
 Result<Config> readConfig(const ncclConfig_t* in, const char* api);
-
-/// A thread that runs tasks in submission order (nonblocking communicators and multi-communicator
-/// groups). Started on first use.
-class Worker {
- public:
-  Worker();
-  ~Worker();
-  Worker(const Worker&) = delete;
-  Worker& operator=(const Worker&) = delete;
-  void submit(std::function<void()> task);
-  /// Blocks until every submitted task has finished.
-  void drain();
-  /// Number of tasks submitted and not yet finished.
-  int pending() const { return pending_->load(); }
-  /// Lets queued tasks finish (waiting at most `wait`), then ends the thread. With
-  /// `detachIfBusy`, a task still running then (an uninterruptible bootstrap) is left to finish on
-  /// its own thread, which owns everything it touches.
-  void stop(std::chrono::milliseconds wait, bool detachIfBusy);
-
- private:
-  struct Shared;
-  std::shared_ptr<Shared> sh_;
-  std::shared_ptr<std::atomic<int>> pending_ = std::make_shared<std::atomic<int>>(0);
-  std::thread thread_;
-};
 
 /// A premultiplied-sum operator: the scalar's bytes and its dtype.
 struct PreMulOp {
@@ -119,7 +95,7 @@ struct CommState {
   std::shared_ptr<device::Clique> clique;
   std::shared_ptr<device::ProcessClique> procClique;
 
-  Worker worker;
+  TaskQueue worker;  ///< nonblocking communicators, multi-communicator groups, staged jobs
 
   void recordAsync(const Status& s);
   Status asyncError() const;
