@@ -22,6 +22,7 @@
 #include "core/device/staged.h"
 #include "core/engine.h"
 #include "core/hang_report.h"
+#include "core/plan_cache.h"
 #include "core/stats.h"
 #include "transports/transport.h"
 #include <tutti/tutti.hpp>
@@ -82,7 +83,7 @@ class CommImpl final : public ExecHooks, public hang::Source {
   bootstrap::Bootstrap& bootstrapRing() { return *boot_; }
   /// Fused inputs and outputs and premultiplied inputs of batches (core/batch.cc); grows only.
   /// Used by the thread running a batch (one at a time, as every call on a communicator).
-  std::vector<std::byte>& batchStaging() { return batchStaging_; }
+  std::vector<std::byte>& batchStaging() { return plans_.batchStaging(); }
   Status setAlgorithm(Coll coll, const std::string& name);
   Result<std::string> loadSchedule(const std::string& path);
   /// The selector's decision for a call of this shape (cached; core/selection.cc).
@@ -102,8 +103,6 @@ class CommImpl final : public ExecHooks, public hang::Source {
   CommImpl() = default;
   Status init(const bootstrap::IdData& id, const Options& options);
   Status check(const CallArgs& a, bool* inPlace) const;
-  /// Moves this call's input and output to huge pages when they are large (core/huge_pages.h).
-  void adviseHugePages(const CallArgs& a, const Plan& plan);
   Status execute(const CallArgs& a, bool inPlace);
   Result<Plan*> plan(const CallArgs& a, bool inPlace);
   void drainQueue() { progress_.drain(); }
@@ -153,20 +152,7 @@ class CommImpl final : public ExecHooks, public hang::Source {
   uint64_t seq_ = 0;  // collectives issued (the API's sequence number)
   std::map<Coll, std::string> algoOverride_;  // changing it clears plans_ (see selectAlgorithm)
 
-  // The override is not part of the key: plans_ is cleared whenever an override changes, so a
-  // repeated call builds nothing and allocates nothing.
-  using PlanKey = std::tuple<int, size_t, int, int, int, bool, int, int>;
-  std::map<PlanKey, std::unique_ptr<Plan>> plans_;
-  PlanKey lastKey_{};          // the last plan looked up (repeated calls skip the map walk);
-  Plan* lastPlan_ = nullptr;   // reset whenever plans_ changes
-  // The buffers and plan of the last call passed to hugepages::advise, and how many calls in a
-  // row used them (execMu_): a repeated call skips it after the second.
-  const void* hugeSend_ = nullptr;
-  const void* hugeRecv_ = nullptr;
-  const Plan* hugePlan_ = nullptr;
-  int hugeUses_ = 0;
-  std::vector<std::byte> scratchPool_;  // shared by all plans (one executes at a time)
-  std::vector<std::byte> batchStaging_;
+  PlanCache plans_;  // cleared whenever an override changes (execMu_)
   // Stream-ordered calls on device memory (core/stream_calls.cc): created at the first one.
   // Destroyed after the progress thread has ended (it runs the staged jobs).
   std::shared_ptr<device::StagedQueue> staged_;

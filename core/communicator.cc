@@ -301,7 +301,6 @@ void CommImpl::selectAlgorithm(Coll coll, const std::string& name) {
   plans_.clear();  // cached plans may have been built with the previous choice
   std::lock_guard<std::mutex> lock(decisionMu_);
   decisions_.clear();
-  lastPlan_ = nullptr;
 }
 
 Result<std::string> CommImpl::loadSchedule(const std::string& path) {
@@ -327,42 +326,11 @@ Status CommImpl::check(const CallArgs& a, bool* inPlace) const {
   return checkCall(a, rank_, nranks_, inPlace);
 }
 
-void CommImpl::adviseHugePages(const CallArgs& a, const Plan& plan) {
-  const size_t threshold = hugepages::thresholdBytes();
-  // No buffer of the call is larger than count * element * nranks bytes.
-  if (threshold == 0 || a.count * plan.elemBytes * static_cast<size_t>(nranks_) < threshold)
-    return;
-  // A call repeating the previous one records its use only until the buffers' second use,
-  // where hugepages::advise asks for them; later repeats skip even the lookup.
-  if (a.send == hugeSend_ && a.recv == hugeRecv_ && &plan == hugePlan_) {
-    if (hugeUses_ >= 2) return;
-    ++hugeUses_;
-  } else {
-    hugeSend_ = a.send;
-    hugeRecv_ = a.recv;
-    hugePlan_ = &plan;
-    hugeUses_ = 1;
-  }
-  const algo::CollShape s{a.coll, rank_, nranks_, a.count, a.dtype, a.op, a.root, false};
-  const bool p2p = a.coll == Coll::kSendRecv;
-  if (!p2p || a.sendPeer >= 0)
-    hugepages::advise(a.send, algo::bufferCount(s, algo::Buf::kInput) * plan.elemBytes);
-  if ((!p2p || a.recvPeer >= 0) && a.recv != a.send)
-    hugepages::advise(a.recv, algo::bufferCount(s, algo::Buf::kOutput) * plan.elemBytes);
-}
-
 // ---- plans ----
 
 Result<Plan*> CommImpl::plan(const CallArgs& a, bool inPlace) {
-  PlanKey key{static_cast<int>(a.coll), a.count,  static_cast<int>(a.dtype), static_cast<int>(a.op),
-              a.root, inPlace, a.sendPeer, a.recvPeer};
-  // A repeated call (the common case in a training loop or a benchmark) skips the map walk.
-  if (lastPlan_ && key == lastKey_) return lastPlan_;
-  if (auto it = plans_.find(key); it != plans_.end()) {
-    lastKey_ = key;
-    lastPlan_ = it->second.get();
-    return lastPlan_;
-  }
+  const PlanCache::Key key = PlanCache::keyOf(a, inPlace);
+  if (Plan* cached = plans_.find(key)) return cached;
   auto p = std::make_unique<Plan>();
   p->coll = a.coll;
   p->elemBytes = a.coll == Coll::kBarrier ? 1 : dataTypeBytes(a.dtype);
@@ -415,18 +383,7 @@ Result<Plan*> CommImpl::plan(const CallArgs& a, bool inPlace) {
   if (streamBytes_ > 0 &&
       algo::bufferCount(shape, algo::Buf::kOutput) * p->elemBytes >= streamBytes_)
     p->streaming = algo::lastTouchWrites(p->schedule, inPlace, a.coll == Coll::kAllReduce);
-  if (p->scratchBytes > scratchPool_.size()) {
-    // Grows only; sized by the largest plan so far. No exception escapes: failure is reported.
-    try {
-      scratchPool_.resize(p->scratchBytes);
-    } catch (const std::bad_alloc&) {
-      return systemError("{}: cannot allocate {} bytes of scratch", a.api, p->scratchBytes);
-    }
-  }
-  if (plans_.size() >= 512) plans_.clear();  // bounded cache: sweeps create many shapes
-  lastPlan_ = nullptr;
-  Plan* raw = p.get();
-  plans_.emplace(std::move(key), std::move(p));
+  TUTTI_TRY_ASSIGN(Plan * raw, plans_.insert(key, std::move(p), a.api));
   TUTTI_LOG_INFO(Subsys::kColl, "{}: plan '{}' for count={} dtype={} op={} root={} inPlace={}",
                  a.api, raw->algorithm, a.count, dataTypeName(a.dtype), redOpName(a.op), a.root,
                  inPlace);
@@ -452,12 +409,12 @@ Status CommImpl::execute(const CallArgs& a, bool inPlace) {
   curColl_.store(static_cast<int>(a.coll), std::memory_order_relaxed);
   inCall_.store(true, std::memory_order_relaxed);
   Plan& plan = *p.value();
-  if (plan.adviseHuge) adviseHugePages(a, plan);
+  if (plan.adviseHuge) plans_.adviseHugePages(a, plan, rank_, nranks_);
   const bool timed = stats_.timeThis(plan.stats);
   const uint64_t k0 = timed ? stats_.now() : 0;
   const auto t0 = traceTrack_ >= 0 ? std::chrono::steady_clock::now()
                                    : std::chrono::steady_clock::time_point{};
-  Status s = tutti::execute(plan, a.send, a.recv, scratchPool_.data(), exec_, seq_);
+  Status s = tutti::execute(plan, a.send, a.recv, plans_.scratch(), exec_, seq_);
   // The common ending inline (no trace, no error): the out-of-line afterCall costs about 15 ns of
   // a 1-rank 8-byte call.
   if (s.isOk() && traceTrack_ < 0) {
@@ -528,14 +485,7 @@ Status CommImpl::runPlan(Plan& plan, const void* input, void* output, const Call
   drainQueue();
   std::lock_guard<std::mutex> lock(execMu_);
   TUTTI_TRY(failed());
-  if (plan.scratchBytes > scratchPool_.size()) {
-    try {
-      scratchPool_.resize(plan.scratchBytes);
-    } catch (const std::bad_alloc&) {
-      return systemError("{}: cannot allocate {} bytes of scratch", collName(plan.coll),
-                         plan.scratchBytes);
-    }
-  }
+  TUTTI_TRY(plans_.reserveScratch(plan.scratchBytes, std::string(collName(plan.coll)).c_str()));
   ++seq_;
   exec_.check = nullptr;
   if (checkCalls_) {
@@ -545,7 +495,7 @@ Status CommImpl::runPlan(Plan& plan, const void* input, void* output, const Call
                     ++collSeq_);
     exec_.check = &check_;
   }
-  Status s = tutti::execute(plan, input, output, scratchPool_.data(), exec_, seq_);
+  Status s = tutti::execute(plan, input, output, plans_.scratch(), exec_, seq_);
   if (!s.isOk()) {
     TUTTI_LOG_WARN(Subsys::kColl, "{}", s.message());
     recordError(s);

@@ -1,0 +1,73 @@
+// File: core/plan_cache.h
+// PlanCache: the plans a communicator has built, by call shape, and the memory they share. A
+// repeated call (a training loop, a benchmark) finds its plan without a map walk and allocates
+// nothing. Beside the plans: the scratch pool every plan borrows (one plan executes at a time),
+// the batch entry's staging (core/batch.cc), and the huge-page advice for large user buffers
+// (core/huge_pages.h), which a repeated call skips after the buffers' second use. Used by the
+// thread that executes the communicator's calls, under its execution mutex.
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <memory>
+#include <tuple>
+#include <vector>
+
+#include "base/collectives.h"
+#include "core/engine.h"
+
+namespace tutti::detail {
+
+class PlanCache {
+ public:
+  /// A call's shape: collective, count, dtype, op, root, in place, send peer, receive peer. The
+  /// algorithm override is not part of it: the owner clears the cache when an override changes.
+  using Key = std::tuple<int, size_t, int, int, int, bool, int, int>;
+  static Key keyOf(const CallArgs& a, bool inPlace) {
+    return {static_cast<int>(a.coll), a.count, static_cast<int>(a.dtype), static_cast<int>(a.op),
+            a.root, inPlace, a.sendPeer, a.recvPeer};
+  }
+
+  /// The plan stored under `key`, or nullptr. The last plan found is checked first.
+  Plan* find(const Key& key) {
+    if (last_ && key == lastKey_) return last_;
+    auto it = plans_.find(key);
+    if (it == plans_.end()) return nullptr;
+    lastKey_ = key;
+    last_ = it->second.get();
+    return last_;
+  }
+  /// Stores `plan` under `key` (at most 512 shapes: a sweep's many shapes start the cache over)
+  /// after growing the scratch pool to its needs. SystemError naming `api` when the pool cannot
+  /// grow (nothing stored).
+  Result<Plan*> insert(const Key& key, std::unique_ptr<Plan> plan, const char* api);
+  /// Forgets every plan (an algorithm override changed).
+  void clear() {
+    plans_.clear();
+    last_ = nullptr;
+  }
+
+  /// Grows the scratch pool to at least `bytes`. SystemError naming `api` on failure.
+  Status reserveScratch(size_t bytes, const char* api);
+  std::byte* scratch() { return scratch_.data(); }
+  /// Fused inputs and outputs and premultiplied inputs of batches (core/batch.cc); grows only.
+  std::vector<std::byte>& batchStaging() { return batchStaging_; }
+
+  /// Asks for the call's large buffers to be backed by huge pages (core/huge_pages.h), unless
+  /// the same buffers and plan were already advised twice in a row.
+  void adviseHugePages(const CallArgs& a, const Plan& plan, int rank, int nranks);
+
+ private:
+  std::map<Key, std::unique_ptr<Plan>> plans_;
+  Key lastKey_{};
+  Plan* last_ = nullptr;  // reset whenever plans_ changes
+  std::vector<std::byte> scratch_;
+  std::vector<std::byte> batchStaging_;
+  // The buffers and plan of the last call advised, and how many calls in a row used them.
+  const void* hugeSend_ = nullptr;
+  const void* hugeRecv_ = nullptr;
+  const Plan* hugePlan_ = nullptr;
+  int hugeUses_ = 0;
+};
+
+}  // namespace tutti::detail
