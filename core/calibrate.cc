@@ -136,7 +136,7 @@ Status CommImpl::calibrate(const std::vector<int>& hostOfRank) {
     else if (in)
       TUTTI_LOG_WARN(Subsys::kTuning, "calibrate: ignoring unreadable cache {}", path);
   }
-  TUTTI_TRY_ASSIGN(auto haveAll, boot_->allGather(cached.empty() ? "0" : "1"));
+  TUTTI_TRY_ASSIGN(auto haveAll, net_->boot().allGather(cached.empty() ? "0" : "1"));
   const bool useCache = std::all_of(haveAll.begin(), haveAll.end(),
                                     [](const std::string& s) { return s == "1"; });
 
@@ -158,13 +158,13 @@ Status CommImpl::calibrate(const std::vector<int>& hostOfRank) {
     // 2. shm pairs, all at once.
     const auto me = std::find(local.begin(), local.end(), rank_) - local.begin();
     const size_t partnerIdx = static_cast<size_t>(me) ^ 1u;
-    TUTTI_TRY(boot_->barrier());
+    TUTTI_TRY(net_->boot().barrier());
     if (partnerIdx < local.size()) {
       const int peer = local[partnerIdx];
       TUTTI_TRY(measureLink(peer, rank_ < peer, {200, 40, 15}));
     }
     // 3. compute, all ranks at once.
-    TUTTI_TRY(boot_->barrier());
+    TUTTI_TRY(net_->boot().barrier());
     {
       std::vector<float> a(kComputeBytes / 4, 1.0f), b(kComputeBytes / 4, 2.0f),
           c(kComputeBytes / 4);
@@ -183,7 +183,7 @@ Status CommImpl::calibrate(const std::vector<int>& hostOfRank) {
       mine["copy_gbps"] = kComputeBytes / std::max(1e-3, medianOf(cpy)) / 1e3;
     }
     // 4. network: the first ranks of the first two hosts.
-    TUTTI_TRY(boot_->barrier());
+    TUTTI_TRY(net_->boot().barrier());
     int first[2] = {0, -1};  // rank 0 and the first rank on another host
     for (int r = 1; r < nranks_ && first[1] < 0; ++r)
       if (hostOfRank[r] != hostOfRank[0]) first[1] = r;
@@ -191,13 +191,13 @@ Status CommImpl::calibrate(const std::vector<int>& hostOfRank) {
       TUTTI_TRY(measureLink(rank_ == first[0] ? first[1] : first[0], rank_ == first[0],
                             {50, 10, 5}));
     }
-    TUTTI_TRY(boot_->barrier());
+    TUTTI_TRY(net_->boot().barrier());
     seq_ = seqBefore;  // calibration calls are not the user's: sequence numbers start over
     stats_.reset();
   }
 
   // 5. Combine every rank's view the same way on every rank.
-  TUTTI_TRY_ASSIGN(auto all, boot_->allGather(mine.dump()));
+  TUTTI_TRY_ASSIGN(auto all, net_->boot().allGather(mine.dump()));
   nlohmann::json links = nlohmann::json::object();
   for (int r = 0; r < nranks_; ++r) {
     auto j = nlohmann::json::parse(all[r], nullptr, false);

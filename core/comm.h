@@ -1,7 +1,11 @@
 // File: core/comm.h
-// CommImpl: the state behind tutti::Communicator. Owns the bootstrap ring, the transports and
-// one connection per peer, the plan cache, the error state and the progress thread that runs
-// asynchronous work in issue order.
+// CommImpl: the state behind tutti::Communicator, in parts: its peers (PeerSet, core/peers.h:
+// the bootstrap ring, transports and one connection per peer), its plans (PlanCache,
+// core/plan_cache.h), its progress thread (TaskQueue: asynchronous calls and staged device jobs
+// in issue order), selection and calibration (core/selection.cc, core/calibrate.cc),
+// diagnostics (core/comm_diag.cc: stats, trace, hang reports, failure notices) and the error
+// state. The entry points: run (blocking), runAsync, runOnStream (core/stream_calls.cc), and
+// runChecked / runPlan / planFor for the batch entry (core/batch.cc).
 #pragma once
 
 #include <atomic>
@@ -22,6 +26,7 @@
 #include "core/device/staged.h"
 #include "core/engine.h"
 #include "core/hang_report.h"
+#include "core/peers.h"
 #include "core/plan_cache.h"
 #include "core/stats.h"
 #include "transports/transport.h"
@@ -80,7 +85,7 @@ class CommImpl final : public ExecHooks, public hang::Source {
   void abort();
   Status asyncError() const;
   /// The bootstrap (its point-to-point messages work after a failure: ncclCommShrink).
-  bootstrap::Bootstrap& bootstrapRing() { return *boot_; }
+  bootstrap::Bootstrap& bootstrapRing() { return net_->boot(); }
   /// Fused inputs and outputs and premultiplied inputs of batches (core/batch.cc); grows only.
   /// Used by the thread running a batch (one at a time, as every call on a communicator).
   std::vector<std::byte>& batchStaging() { return plans_.batchStaging(); }
@@ -142,11 +147,7 @@ class CommImpl final : public ExecHooks, public hang::Source {
   void reportQueued(const std::string& prefix);
 
   int rank_ = 0, nranks_ = 1;
-  std::unique_ptr<bootstrap::Bootstrap> boot_;
-  std::vector<transport::PeerInfo> peers_;
-  std::vector<std::unique_ptr<transport::Transport>> transports_;
-  std::vector<std::unique_ptr<transport::Connection>> conns_;  // by peer
-  std::vector<std::string> connTransport_;                     // by peer
+  std::unique_ptr<PeerSet> net_;  // bootstrap, identities, transports, connections
   ExecContext exec_;
   std::atomic<bool> abort_{false};
   uint64_t seq_ = 0;  // collectives issued (the API's sequence number)

@@ -40,7 +40,7 @@ void CommImpl::initDiagnostics(const Options& options) {
   check_.next = (rank_ + 1) % nranks_;
   check_.prev = (rank_ + nranks_ - 1) % nranks_;
   exec_.hooks = this;
-  traceTrack_ = trace::attach(rank_, nranks_, peers_[rank_].hostname);
+  traceTrack_ = trace::attach(rank_, nranks_, net_->peers()[rank_].hostname);
   traceRounds_ = traceTrack_ >= 0 && log::enabled(LogLevel::kTrace, Subsys::kColl);
   if (traceRounds_) exec_.roundTimes = &roundTimes_;
   hang::add(this);
@@ -61,7 +61,7 @@ Status CommImpl::afterCall(const CallArgs& a, Plan& plan, Status s, bool timed, 
     if (!notice_ && s.code() == Code::kRemoteError && nranks_ > 2) {
       // The peer that vanished may have left because of an earlier failure elsewhere.
       auto n = std::move(timeoutNotice_);
-      if (!n) n = boot_->pollNotice(kNoticeGrace);
+      if (!n) n = net_->boot().pollNotice(kNoticeGrace);
       if (n) {
         notice_ = std::move(n);
         s = Status(notice_->code,
@@ -73,17 +73,17 @@ Status CommImpl::afterCall(const CallArgs& a, Plan& plan, Status s, bool timed, 
     }
     if (s.code() == Code::kTimeout && !exec_.report.empty()) {
       const std::string prefix = fmt::format("rank {}/{} (host {}, pid {})", rank_, nranks_,
-                                             peers_[rank_].hostname, getpid());
+                                             net_->peers()[rank_].hostname, getpid());
       hang::writeLine(prefix + ": " + exec_.report);
       reportQueued(prefix);
     }
     TUTTI_LOG_WARN(Subsys::kColl, "{}", s.message());
     recordError(s);
     if (!abort_.load() && nranks_ > 1)
-      boot_->sendNotice(notice_ ? *notice_
+      net_->boot().sendNotice(notice_ ? *notice_
                                 : Notice{s.code(), rank_,
                                          fmt::format("rank {} (host {}): {}", rank_,
-                                                     peers_[rank_].hostname, s.message())});
+                                                     net_->peers()[rank_].hostname, s.message())});
     notice_.reset();
     exec_.report.clear();
   }
@@ -114,11 +114,11 @@ Status CommImpl::afterCall(const CallArgs& a, Plan& plan, Status s, bool timed, 
 Status CommImpl::whileWaiting(const std::function<std::string()>& reportLine) {
   if (reportRequested_.load(std::memory_order_relaxed)) {
     hang::writeLine(fmt::format("rank {}/{} (host {}, pid {}): {}", rank_, nranks_,
-                                peers_[rank_].hostname, getpid(), reportLine()));
+                                net_->peers()[rank_].hostname, getpid(), reportLine()));
     reportRequested_.store(false);
   }
   if (nranks_ > 1) {
-    if (auto n = boot_->pollNotice(std::chrono::milliseconds(0))) {
+    if (auto n = net_->boot().pollNotice(std::chrono::milliseconds(0))) {
       // Another rank's timeout does not end this call: every waiting rank times out by itself,
       // naming the peers it waits for, which points at the rank that stopped; the first timeout
       // would hide that. It is kept to explain a peer that leaves after its timeout.
@@ -138,7 +138,7 @@ Status CommImpl::whileWaiting(const std::function<std::string()>& reportLine) {
 
 void CommImpl::requestReport() {
   const std::string prefix = fmt::format("rank {}/{} (host {}, pid {})", rank_, nranks_,
-                                         peers_[rank_].hostname, getpid());
+                                         net_->peers()[rank_].hostname, getpid());
   if (inCall_.load()) {
     // The executing thread answers at its next idle check (about every 100 ms while it waits).
     reportRequested_.store(true);

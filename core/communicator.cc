@@ -22,8 +22,6 @@ namespace tutti::detail {
 
 namespace {
 
-TUTTI_PARAM_STRING(kTransports, "TUTTI_TRANSPORTS", nullptr, "CORE", "",
-                   "comma-separated transports allowed (shm,tcp); empty = all");
 TUTTI_PARAM_STRING(kScheduleFile, "TUTTI_SCHEDULE_FILE", nullptr, "ALGO", "",
                    "comma-separated JSON schedule files to load and select (docs/SCHEDULES.md)");
 TUTTI_PARAM_INT(kTimeoutSec, "TUTTI_TIMEOUT", nullptr, "CORE", 0,
@@ -82,113 +80,13 @@ Status CommImpl::init(const bootstrap::IdData& id, const Options& options) {
   auto bootTimeout = options.bootstrapTimeout.count() > 0
                          ? options.bootstrapTimeout
                          : std::chrono::milliseconds(kBootstrapTimeoutSec.get() * 1000);
-  TUTTI_TRY_ASSIGN(boot_, bootstrap::Bootstrap::join(id, rank_, nranks_, bootTimeout));
-
-  // Who is where.
-  TUTTI_TRY_ASSIGN(auto infos,
-                   boot_->allGather(bootstrap::wire::encodePeerInfo(getpid(), hostId(), hostName())));
-  peers_.resize(nranks_);
-  for (int r = 0; r < nranks_; ++r) {
-    TUTTI_TRY_ASSIGN(peers_[r], bootstrap::wire::parsePeerInfo(infos[r], r));
-  }
-  bool allLocal = true;
-  for (const auto& p : peers_) allLocal = allLocal && p.hostId == peers_[rank_].hostId;
-
-  // Which transports are allowed, in priority order.
-  std::string allowedText = options.transports.empty() ? kTransports.get() : options.transports;
-  std::set<std::string> allowed;
-  auto& reg = transport::transportRegistry();
-  if (!trim(allowedText).empty()) {
-    for (auto& name : split(allowedText, ',')) {
-      std::string n = trim(name);
-      if (n.empty()) continue;
-      bool known = std::any_of(reg.begin(), reg.end(), [&](auto& e) { return e.name == n; });
-      if (!known) {
-        std::string names;
-        for (auto& e : reg) names += (names.empty() ? "" : ", ") + std::string(e.name);
-        return invalidArgument("TUTTI_TRANSPORTS: unknown transport '{}' (known: {})", n, names);
-      }
-      allowed.insert(n);
-    }
-  }
-  std::vector<const transport::TransportEntry*> entries;
-  for (auto& e : reg)
-    if (allowed.empty() || allowed.count(std::string(e.name)) || e.name == "self")
-      entries.push_back(&e);
-  std::sort(entries.begin(), entries.end(),
-            [](auto* a, auto* b) { return a->priority > b->priority; });
-
-  transport::Context ctx;
-  ctx.rank = rank_;
-  ctx.nranks = nranks_;
-  ctx.secret = id.secret;
-  ctx.peers = peers_;
-  ctx.connectTimeoutMs = bootTimeout.count();
-  ctx.loopbackOnly = allLocal && net::socketIfnameSpec().empty();
-
-  // Set up every allowed transport; one that fails here is skipped (peers see an empty blob),
-  // except on a SystemError: a resource the user must fix (/dev/shm full) fails init.
-  std::vector<std::string> myBlobs;
-  for (auto* e : entries) {
-    transports_.push_back(e->make());
-    std::string b;
-    if (std::string why = transports_.back()->unavailableReason(ctx); !why.empty()) {
-      TUTTI_LOG_INFO(Subsys::kInit, "init: transport {} not offered on rank {}: {}", e->name,
-                     rank_, why);
-    } else if (auto blob = transports_.back()->setup(ctx); blob.isOk()) {
-      b.assign(reinterpret_cast<const char*>(blob->data()), blob->size());
-      if (b.empty()) b = "-";  // available, nothing to say
-    } else if (blob.status().code() == Code::kSystemError) {
-      return Status(blob.status().code(), fmt::format("init: transport {} failed on rank {}: {}",
-                                                      e->name, rank_, blob.status().message()));
-    } else {
-      TUTTI_LOG_WARN(Subsys::kInit, "init: transport {} unavailable on rank {}: {}", e->name,
-                     rank_, blob.status().message());
-    }
-    myBlobs.push_back(std::move(b));
-  }
-  TUTTI_TRY_ASSIGN(auto allBlobs, boot_->allGather(bootstrap::wire::encodeBlobs(myBlobs)));
-  std::vector<std::vector<std::string>> blobs(nranks_);
-  for (int r = 0; r < nranks_; ++r) {
-    auto parsed = bootstrap::wire::parseBlobs(allBlobs[r]);
-    if (!parsed.isOk())
-      return Status(parsed.status().code(),
-                    fmt::format("{} (from rank {})", parsed.status().message(), r));
-    blobs[r] = std::move(parsed).value();
-  }
-  auto blobOf = [&](int r, size_t t) -> std::string {
-    return t < blobs[r].size() ? blobs[r][t] : std::string();
-  };
-
-  conns_.resize(nranks_);
-  connTransport_.resize(nranks_);
-  for (int p = 0; p < nranks_; ++p) {
-    for (size_t t = 0; t < transports_.size(); ++t) {
-      std::string mine = blobOf(rank_, t), theirs = blobOf(p, t);
-      if (mine.empty() || theirs.empty() || !transports_[t]->canConnect(ctx, p)) continue;
-      if (theirs == "-") theirs.clear();
-      auto conn = transports_[t]->connect(
-          ctx, p, std::span<const std::byte>(reinterpret_cast<const std::byte*>(theirs.data()),
-                                             theirs.size()));
-      if (!conn.isOk()) return conn.status();
-      conns_[p] = std::move(conn).value();
-      connTransport_[p] = std::string(transports_[t]->name());
-      break;
-    }
-    if (!conns_[p])
-      return invalidUsage("init: no allowed transport reaches rank {} (host {}) from rank {} "
-                          "(TUTTI_TRANSPORTS='{}')",
-                          p, peers_[p].hostname, rank_, allowedText);
-  }
-  TUTTI_TRY(boot_->barrier());
-  for (auto& t : transports_) t->finishSetup();
+  TUTTI_TRY_ASSIGN(net_, PeerSet::connect(id, rank_, nranks_, options, bootTimeout));
 
   exec_.rank = rank_;
   exec_.nranks = nranks_;
-  for (auto& c : conns_) exec_.conns.push_back(c.get());
-  for (auto& p : peers_) exec_.peerHosts.push_back(p.hostname);
-  for (size_t t = 0; t < transports_.size(); ++t)
-    if (transports_[t]->doorbell()) exec_.doorbellOwner = transports_[t].get();
+  for (auto& c : net_->conns()) exec_.conns.push_back(c.get());
+  for (auto& p : net_->peers()) exec_.peerHosts.push_back(p.hostname);
+  exec_.doorbellOwner = net_->doorbellOwner();
   exec_.abort = &abort_;
   // Spin only when every rank of this host can have a CPU of its own: the host's ranks share
   // their CPU sets (sched_getaffinity), and their union must hold at least as many CPUs as there
@@ -201,12 +99,12 @@ Status CommImpl::init(const bootstrap::IdData& id, const Options& options) {
     std::string mine;
     for (int c = 0; c < CPU_SETSIZE; ++c)
       if (CPU_ISSET(c, &cpus)) mine += fmt::format("{},", c);
-    TUTTI_TRY_ASSIGN(auto sets, boot_->allGather(mine));
+    TUTTI_TRY_ASSIGN(auto sets, net_->boot().allGather(mine));
     cpu_set_t hostCpus;
     CPU_ZERO(&hostCpus);
     int local = 0;
     for (int p = 0; p < nranks_; ++p) {
-      if (peers_[p].hostId != peers_[rank_].hostId) continue;
+      if (net_->peers()[p].hostId != net_->peers()[rank_].hostId) continue;
       ++local;
       for (const auto& c : split(sets[p], ','))
         if (auto v = env::parseInt(trim(c)); v && *v >= 0 && *v < CPU_SETSIZE)
@@ -222,9 +120,9 @@ Status CommImpl::init(const bootstrap::IdData& id, const Options& options) {
 
   if (log::enabled(LogLevel::kInfo, Subsys::kInit)) {
     std::string summary;
-    for (int p = 0; p < nranks_; ++p) summary += fmt::format(" {}:{}", p, connTransport_[p]);
+    for (int p = 0; p < nranks_; ++p) summary += fmt::format(" {}:{}", p, net_->transportName(p));
     TUTTI_LOG_INFO(Subsys::kInit, "init: rank {}/{} on {} connected:{}", rank_, nranks_,
-                   peers_[rank_].hostname, summary);
+                   net_->peers()[rank_].hostname, summary);
   }
 
   TUTTI_TRY(initSelection());
@@ -246,7 +144,7 @@ CommImpl::~CommImpl() {
 }
 
 std::string CommImpl::transportTo(int peer) const {
-  return peer >= 0 && peer < nranks_ ? connTransport_[peer] : std::string();
+  return peer >= 0 && peer < nranks_ ? net_->transportName(peer) : std::string();
 }
 
 // ---- errors ----

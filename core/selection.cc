@@ -50,7 +50,7 @@ Status CommImpl::initSelection() {
   std::vector<int> hostOfRank(nranks_);  // each rank's host, named by its first rank
   for (int r = 0; r < nranks_; ++r)
     for (int q = 0; q <= r; ++q)
-      if (peers_[q].hostId == peers_[r].hostId) {
+      if (net_->peers()[q].hostId == net_->peers()[r].hostId) {
         hostOfRank[r] = q;
         break;
       }
@@ -76,7 +76,7 @@ Status CommImpl::initSelection() {
   }
   // Always exchange, so that every rank makes the same bootstrap calls whatever its files say.
   TUTTI_TRY_ASSIGN(auto summaries,
-                   boot_->allGather(topo::rankSummary(local, peers_[rank_].hostId,
+                   net_->boot().allGather(topo::rankSummary(local, net_->peers()[rank_].hostId,
                                                       firstOnHost == rank_,
                                                       topo::currentNumaNode(local), -1)));
   topo::Topology world;
@@ -101,10 +101,10 @@ Status CommImpl::initSelection() {
     std::string mine;
     for (int p = 0; p < nranks_; ++p) {
       if (p == rank_ || hostOfRank[p] != hostOfRank[rank_]) continue;
-      if (mine.empty()) mine = connTransport_[p];
-      else if (mine != connTransport_[p]) mine = "mixed";
+      if (mine.empty()) mine = net_->transportName(p);
+      else if (mine != net_->transportName(p)) mine = "mixed";
     }
-    TUTTI_TRY_ASSIGN(auto all, boot_->allGather(mine));
+    TUTTI_TRY_ASSIGN(auto all, net_->boot().allGather(mine));
     std::string onHost;
     for (const auto& t : all) {
       if (t.empty()) continue;
