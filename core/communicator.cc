@@ -6,13 +6,11 @@
 
 #include <algorithm>
 #include <cstring>
-#include <set>
 
 #include "algorithms/algorithm.h"
 #include "algorithms/schedule_json.h"
 #include "algorithms/verifier.h"
 #include "base/env.h"
-#include "base/host_id.h"
 #include "base/log.h"
 #include "base/strings.h"
 #include "core/comm.h"

@@ -8,9 +8,7 @@
 #include "nccl/group.h"
 
 #include <algorithm>
-#include <cstring>
 
-#include "base/env.h"
 #include "base/log.h"
 #include "core/batch.h"
 #include "nccl/device.h"
