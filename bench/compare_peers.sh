@@ -14,6 +14,10 @@
 # wait too), RETRY_SLOW=N.
 # LAUNCHES=N (default 1): launch every library N times per configuration; the report takes each
 # size's fastest launch (<file>.txt, <file>.launch2.txt, ...), the same rule for every library.
+# LOAD=N (default 0): N busy-loop processes run beside every library's runs (a machine that also
+# computes: "one busy process per 2 cores" is LOAD=1 here); LOAD_PIN=1 pins busy process k to
+# CPU k mod nproc. The ceilings are measured before the load starts; with LOAD > 0, WAIT_FAST
+# defaults to 0 (the probe would read the load, not the placement). env.txt records the load.
 #
 # What it does: copies the peers' harness (bench_common.h, mpi_coll_perf.cpp, gloo_perf.cpp,
 # ceilings.cpp) to a build folder (never writes into the peers' folder), builds it against Open
@@ -72,6 +76,7 @@ TRANSPORTS=${TRANSPORTS:-shm tcp}
 COLLS=${COLLS:-allreduce,allgather,reduce_scatter,bcast,alltoall}
 COMMON=(-b 8 -e "$MAXB" -f 2 -T "$TARGET")
 T0=$(date +%s)
+[ "${LOAD:-0}" -gt 0 ] && : "${WAIT_FAST:=0}"
 log() { echo "[compare_peers +$(( $(date +%s) - T0 ))s] $*"; }
 has() { case " $LIBS " in *" $1 "*) return 0 ;; esac; return 1; }
 FAILS=()
@@ -239,6 +244,28 @@ case " $TRANSPORTS " in *" tcp "*)
   run_once tcp_ceiling 600 "$TB/bin/tutti-tcp-ceiling" -t "$CEIL" $tsz ;;
 esac
 
+# ---------------------------------------------------------------- load (LOAD=N)
+LOAD_PIDS=()
+stop_load() {
+  [ ${#LOAD_PIDS[@]} -gt 0 ] || return 0
+  kill "${LOAD_PIDS[@]}" 2> /dev/null
+  wait "${LOAD_PIDS[@]}" 2> /dev/null
+  LOAD_PIDS=()
+}
+if [ "${LOAD:-0}" -gt 0 ]; then
+  trap stop_load EXIT
+  for ((k = 0; k < LOAD; k++)); do
+    if [ "${LOAD_PIN:-0}" = 1 ]; then
+      taskset -c $((k % $(nproc))) sh -c 'while :; do :; done' &
+    else
+      sh -c 'while :; do :; done' &
+    fi
+    LOAD_PIDS+=($!)
+  done
+  log "load: $LOAD busy-loop process(es)$([ "${LOAD_PIN:-0}" = 1 ] && echo ", pinned") beside every run"
+  echo "load: $LOAD busy-loop processes beside every run, pinned=${LOAD_PIN:-0}" >> "$OUT/env.txt"
+fi
+
 TO=$([ "$QUICK" = 1 ] && echo 300 || echo 900)
 TRUN="$TB/bin/tutti-run"
 for n in $NPS; do
@@ -261,6 +288,8 @@ for n in $NPS; do
       "$B/tutti_coll_perf" "${COMMON[@]}" -o "$COLLS" -t "tutti/$label"
   done
 done
+
+stop_load
 
 # ---------------------------------------------------------------- report
 log "report"
