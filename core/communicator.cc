@@ -110,6 +110,8 @@ Status CommImpl::init(const bootstrap::IdData& id, const Options& options) {
     }
     exec_.spinCount = static_cast<int>(kSpinCount.get());
     if (exec_.spinCount < 0) exec_.spinCount = local > std::max(1, CPU_COUNT(&hostCpus)) ? 0 : 1000;
+    exec_.spinBudget = exec_.spinCount;
+    exec_.adaptiveSpin = CPU_COUNT(&cpus) > 1;
   }
   exec_.timeout = options.timeout.count() > 0
                       ? options.timeout

@@ -25,6 +25,10 @@ TUTTI_PARAM_INT(kSliceBytes, "TUTTI_SLICE_BYTES", nullptr, "CORE", 128 << 10,
 
 using Clock = std::chrono::steady_clock;
 
+// The adaptive spin budget's floor (ExecContext::spinBudget): a few passes still catch a peer
+// that answers at once.
+constexpr int kMinSpin = 16;
+
 size_t sliceBytes() {
   static const size_t s = [] {
     int64_t v = kSliceBytes.get();
@@ -171,8 +175,11 @@ class RoundRunner {
         if (!s.isOk()) return wrap(s);
         if (!c->idle()) done = false;
       }
-      if (done) break;
-      if (++pass >= ctx_.spinCount) {
+      if (done) {
+        spunFor(pass);
+        break;
+      }
+      if (++pass >= ctx_.spinBudget) {
         TUTTI_TRY(drive(pass));
         break;
       }
@@ -451,6 +458,9 @@ class RoundRunner {
   // `idle`: idle passes already spent by the caller (runDirect), counted against the spin budget.
   Status drive(int idle = 0) {
     uint64_t lastMoved = moved();
+    bool spunOut = false;    // this idle stretch has spent the spin budget
+    int yields = 0;          // sched_yield calls since
+    bool contended = false;  // one of them gave the CPU away (another task was runnable)
     Clock::time_point lastCheck{};  // read the clock only once waiting starts (see sleepWait)
     for (;;) {
       bool done = true;
@@ -485,25 +495,61 @@ class RoundRunner {
         idle = 0;
         continue;  // work was done: no spinning, and the round is not over
       }
-      if (done) return Status::ok();
+      if (done) {
+        waitEnded(spunOut, idle, yields, contended);
+        return Status::ok();
+      }
 
       const uint64_t m = moved();
       if (m != lastMoved) {
         lastMoved = m;
+        waitEnded(spunOut, idle, yields, contended);
         idle = 0;
+        spunOut = false;
+        yields = 0;
+        contended = false;
         continue;
       }
       ++idle;
-      if (idle < ctx_.spinCount) {
-        cpuRelax();
-        continue;
+      if (!spunOut) {
+        if (idle < ctx_.spinBudget) {
+          cpuRelax();
+          continue;
+        }
+        spunOut = true;
+        if (ctx_.adaptiveSpin)
+          ctx_.spinBudget = std::max(std::min(ctx_.spinCount, kMinSpin), ctx_.spinBudget / 2);
       }
-      if (idle < ctx_.spinCount + 32) {
+      if (yields < 32) {
+        ++yields;
+        if (!ctx_.adaptiveSpin) {
+          sched_yield();
+          continue;
+        }
+        const Clock::time_point y0 = Clock::now();
         sched_yield();
+        // A yield that returns after more than a few microseconds let another task run: the
+        // CPUs are shared, and spinning longer would not have helped.
+        if (Clock::now() - y0 > std::chrono::microseconds(5)) contended = true;
         continue;
       }
       TUTTI_TRY(sleepWait(lastCheck));
     }
+  }
+
+  // A wait ended after `idle` spinning passes: keep the budget at least twice that.
+  void spunFor(int idle) {
+    if (2 * idle > ctx_.spinBudget) ctx_.spinBudget = std::min(ctx_.spinCount, 2 * idle);
+  }
+  // A wait ended (ExecContext::spinBudget): while spinning, the budget covers twice its passes;
+  // during the yields that followed a spun-out budget, on CPUs nobody else wanted (no yield gave
+  // one away), a longer spin would have caught it: the budget doubles. Ended after a yield that
+  // let another task run, or asleep, it leaves the halved budget as it is.
+  void waitEnded(bool spunOut, int idle, int yields, bool contended) {
+    if (!spunOut)
+      spunFor(idle);
+    else if (yields > 0 && yields < 32 && !contended)
+      ctx_.spinBudget = std::min(ctx_.spinCount, 2 * ctx_.spinBudget);
   }
 
   // A send to `prev` was posted (the lazy end needs every one of them done).
