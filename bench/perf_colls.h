@@ -1,6 +1,7 @@
 // File: bench/perf_colls.h
 // The collectives tutti-perf measures, one table entry each, in the shape of nccl-tests'
-// `testColl`: {name, byteCounts(), initData(), check(), busBwFactor(n)} plus the call itself.
+// `testColl`: {name, byteCounts(), initData(), check()} plus the call itself; its root, reduction
+// and busbw factor come from the table of collectives (base/collectives.h).
 // Patterns make every reduction exact in every dtype, so results are compared exactly (integer
 // types) or within a few ulps (avg of floating types) against a reference computed in double.
 #pragma once
@@ -10,6 +11,8 @@
 #include <span>
 #include <string_view>
 #include <tutti/tutti.hpp>
+
+#include "base/collectives.h"
 
 namespace tutti::bench {
 
@@ -43,9 +46,7 @@ struct CallBuffers {
 struct PerfColl {
   std::string_view name;      // "allreduce" (--coll)
   std::string_view ncclName;  // "all_reduce_perf" (nccl-tests binary, accepted by --coll too)
-  Coll coll;
-  bool reduces;  // -o applies
-  bool rooted;   // -r applies
+  Coll coll;     // what it is (root, reduction, busbw factor): collInfo(coll), base/collectives.h
   bool inPlace;  // an in-place variant exists (else the in-place columns read N/A)
   ByteCounts (*byteCounts)(size_t bytes, size_t eltBytes, int nranks);
   // Send/recv pointers for the case, inside the base allocations (in-place offsets applied).
@@ -54,7 +55,6 @@ struct PerfColl {
   void (*initData)(const CaseShape& s, const CallBuffers& b);
   // Number of wrong elements in this rank's output (0 on ranks whose output is undefined).
   size_t (*check)(const CaseShape& s, const CallBuffers& b);
-  double (*busBwFactor)(int nranks);
   Status (*run)(Communicator& comm, const CaseShape& s, const CallBuffers& b);
 };
 

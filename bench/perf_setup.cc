@@ -178,13 +178,13 @@ Result<Plan> makePlan(const Config& cfg, int nranks) {
   if (!dtypes) return dtypes.status();
   plan.dtypes = *dtypes;
   plan.ops = {RedOp::kSum};
-  if (plan.coll->reduces) {
+  if (collInfo(plan.coll->coll).reduces) {
     Result<std::vector<RedOp>> ops = parseRedOps(cfg.ops);
     if (!ops) return ops.status();
     plan.ops = *ops;
   }
   plan.roots = {0};
-  if (plan.coll->rooted) {
+  if (collInfo(plan.coll->coll).rooted) {
     Result<std::vector<int>> roots = parseRoots(cfg.roots, nranks);
     if (!roots) return roots.status();
     plan.roots = *roots;

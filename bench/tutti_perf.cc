@@ -195,7 +195,7 @@ Measurement measurementOf(double seconds, size_t bytes, const PerfColl& coll, in
   Measurement m;
   m.timeUs = seconds * 1e6;
   m.algBw = seconds > 0 ? double(bytes) / seconds / 1e9 : 0;
-  m.busBw = m.algBw * coll.busBwFactor(nranks);
+  m.busBw = m.algBw * busBwFactor(coll.coll, nranks);
   m.wrong = wrong;
   return m;
 }
@@ -333,8 +333,8 @@ int runSweep(Communicator& comm, const Config& cfg, const Plan& plan, Compare* c
                   .bytes = std::max(bc.sendCount, bc.recvCount) * dataTypeBytes(dtype),
                   .count = bc.count,
                   .dtype = dataTypeName(dtype),
-                  .redop = coll.reduces ? redOpName(op) : "none",
-                  .root = coll.rooted ? root : -1,
+                  .redop = collInfo(coll.coll).reduces ? redOpName(op) : "none",
+                  .root = collInfo(coll.coll).rooted ? root : -1,
                   .nranks = n,
                   .outOfPlace = {},
                   .inPlace = std::nullopt};

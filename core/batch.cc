@@ -43,7 +43,7 @@ Result<std::byte*> staging(CommImpl& impl, size_t bytes, const char* api) {
 Status runColl(const Communicator& c, CommImpl& impl, const CallArgs& op) {
   const void* send = op.send;
   if (op.preMulScalar && op.count > 0) {
-    const size_t in = op.coll == Coll::kReduceScatter ? op.count * c.size() : op.count;
+    const size_t in = inputCount(op.coll, op.count, c.size(), c.rank(), op.root);
     TUTTI_TRY_ASSIGN(std::byte * buf, staging(impl, in * dataTypeBytes(op.dtype), op.api));
     TUTTI_TRY(kernels::scale(buf, op.send, in, op.dtype, op.preMulScalar));
     send = buf;

@@ -18,7 +18,7 @@ Status CommImpl::runOnStream(const CallArgs& a, void* stream) {
   const device::MemoryKind in = device::memoryKind(a.send), out = device::memoryKind(a.recv);
   if (!in.device && !out.device) {
     TUTTI_TRY(device::syncStream(stream, a.api));
-    return run(a);
+    return runChecked(a);
   }
   if (a.count == 0) return Status::ok();
   const auto [inBytes, outBytes] = bufferBytes(a, rank_, nranks_);

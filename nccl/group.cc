@@ -101,6 +101,14 @@ void noteGroupError(ncclResult_t r) {
 }
 
 Status runBatch(CommState& comm, std::vector<PendingOp>& ops, size_t fusion) {
+  // One call outside a group, the common case: no lists to build.
+  if (ops.size() == 1 && ops[0].kind != PendingOp::Kind::kTask) {
+    const PendingOp& op = ops[0];
+    TUTTI_TRY(ready(comm, op.api));
+    TUTTI_TRY(syncStream(op.stream, op.api));
+    const CallArgs a = toCallArgs(op);
+    return tutti::runBatch(comm.comm, std::span(&a, 1), fusion);
+  }
   Status first;
   auto note = [&](const Status& s) {
     if (first.isOk() && !s.isOk()) first = s;

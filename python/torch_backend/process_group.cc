@@ -59,6 +59,23 @@ std::string argName(const char* base, size_t i) {
 
 size_t nbytes(const at::Tensor& t) { return t.numel() * t.element_size(); }
 
+// The tensor list of a gather (its outputs) or a scatter (its inputs): on the root, one list of
+// `size` tensors like `tensor`; on every other rank, empty.
+void checkRootList(const char* api, const char* rootArg, int root, int rank, int size,
+                   const char* listArg, const std::vector<std::vector<at::Tensor>>& lists,
+                   const at::Tensor& tensor) {
+  if (rank == root) {
+    checkCount(api, listArg, lists.size(), 1);
+    checkCount(api, listArg, lists[0].size(), size);
+    for (size_t j = 0; j < lists[0].size(); ++j)
+      checkLike(api, argName(listArg, j), lists[0][j], "tensor", tensor);
+  } else {
+    TORCH_CHECK_VALUE(lists.empty() || lists[0].empty(), "tutti ", api, ": '", listArg,
+                      "' must be empty on ranks other than ", rootArg, " ", root,
+                      " (this is rank ", rank, ")");
+  }
+}
+
 }  // namespace
 
 // ---- TuttiWork ----
@@ -402,16 +419,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::gather(
   checkCount(api, "input_tensors", inputs.size(), 1);
   checkCpu(api, "tensor", inputs[0]);
   const int root = static_cast<int>(opts.rootRank);
-  if (rank_ == root) {
-    checkCount(api, "gather_list", outputs.size(), 1);
-    checkCount(api, "gather_list", outputs[0].size(), size_);
-    for (size_t j = 0; j < outputs[0].size(); ++j)
-      checkLike(api, argName("gather_list", j), outputs[0][j], "tensor", inputs[0]);
-  } else {
-    TORCH_CHECK_VALUE(outputs.empty() || outputs[0].empty(), "tutti ", api,
-                      ": 'gather_list' must be empty on ranks other than dst ", root,
-                      " (this is rank ", rank_, ")");
-  }
+  checkRootList(api, "dst", root, rank_, size_, "gather_list", outputs, inputs[0]);
   at::Tensor in = inputs[0];
   std::vector<at::Tensor> outs = outputs.empty() ? std::vector<at::Tensor>{} : outputs[0];
   return enqueue(c10d::OpType::GATHER, api, outs, opts.asyncOp, [in, outs, root](Communicator& c) {
@@ -434,16 +442,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::scatter(
   checkCount(api, "output_tensors", outputs.size(), 1);
   checkCpu(api, "tensor", outputs[0]);
   const int root = static_cast<int>(opts.rootRank);
-  if (rank_ == root) {
-    checkCount(api, "scatter_list", inputs.size(), 1);
-    checkCount(api, "scatter_list", inputs[0].size(), size_);
-    for (size_t j = 0; j < inputs[0].size(); ++j)
-      checkLike(api, argName("scatter_list", j), inputs[0][j], "tensor", outputs[0]);
-  } else {
-    TORCH_CHECK_VALUE(inputs.empty() || inputs[0].empty(), "tutti ", api,
-                      ": 'scatter_list' must be empty on ranks other than src ", root,
-                      " (this is rank ", rank_, ")");
-  }
+  checkRootList(api, "src", root, rank_, size_, "scatter_list", inputs, outputs[0]);
   at::Tensor out = outputs[0];
   std::vector<at::Tensor> ins = inputs.empty() ? std::vector<at::Tensor>{} : inputs[0];
   return enqueue(c10d::OpType::SCATTER, api, outputs, opts.asyncOp, [out, ins, root](Communicator& c) {

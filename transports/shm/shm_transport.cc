@@ -52,9 +52,8 @@ TUTTI_PARAM_INT(kRingBytes, "TUTTI_SHM_RING_BYTES", nullptr, "SHM", 1 << 20,
 TUTTI_PARAM_INT(kInlineBytes, "TUTTI_SHM_INLINE_BYTES", nullptr, "SHM", 112,
                 "messages up to this many bytes travel in flagged cache lines (56 payload bytes "
                 "per line); 0 sends every message through the byte ring");
-// Off by default: on the development VM single copy measured slower than the ring at every size
-// (docs/perf/history/): 2-rank allgather 12.1-12.3 ms
-// against 10.5-10.8 at 64 MiB and 80-82 us against 40-44 at 1 MiB.
+// Off by default: on the development VM single copy measured slower than the ring at every size:
+// 2-rank allgather 12.1-12.3 ms against 10.5-10.8 at 64 MiB and 80-82 us against 40-44 at 1 MiB.
 TUTTI_PARAM_INT(kCmaBytes, "TUTTI_SHM_CMA_BYTES", nullptr, "SHM", 0,
                 "messages (slices) of at least this many bytes are read by the receiver straight "
                 "out of the sender's memory with process_vm_readv (single copy); 0: never");
