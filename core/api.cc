@@ -34,20 +34,30 @@ Result<net::SockAddr> rootBindAddress() {
   return chosen.addr;
 }
 
+// A fresh secret and a root bound at `addr`, as an id.
+Result<UniqueId> idWithRootAt(const net::SockAddr& addr) {
+  bootstrap::IdData d;
+  d.secret = bootstrap::randomSecret();
+  TUTTI_TRY_ASSIGN(d.root, bootstrap::startRoot(addr, d.secret, bootstrapTimeout(Options{})));
+  return bootstrap::encodeId(d);
+}
 }  // namespace
 
 Result<UniqueId> createUniqueId() {
   log::init();
-  bootstrap::IdData d;
-  d.secret = bootstrap::randomSecret();
   net::SockAddr addr;
   if (auto id = env::get({"TUTTI_COMM_ID", "NCCL_COMM_ID"}); id && !id->empty()) {
     TUTTI_TRY_ASSIGN(addr, net::parseHostPort(*id));
   } else {
     TUTTI_TRY_ASSIGN(addr, rootBindAddress());
   }
-  TUTTI_TRY_ASSIGN(d.root, bootstrap::startRoot(addr, d.secret, bootstrapTimeout(Options{})));
-  return bootstrap::encodeId(d);
+  return idWithRootAt(addr);
+}
+
+Result<UniqueId> createFreshUniqueId() {
+  log::init();
+  TUTTI_TRY_ASSIGN(net::SockAddr addr, rootBindAddress());
+  return idWithRootAt(addr);
 }
 
 // ---- Communicator ----

@@ -51,6 +51,13 @@ struct UniqueId {
 /// SystemError if the socket cannot be bound.
 TUTTI_API Result<UniqueId> createUniqueId();
 
+/// createUniqueId() for a second communicator of a job (a sub-group, a process group of a
+/// framework): the root binds an ephemeral port whatever TUTTI_COMM_ID / NCCL_COMM_ID say (they
+/// name the job's one fixed root, which a second root cannot bind): on the interface
+/// TUTTI_SOCKET_IFNAME / NCCL_SOCKET_IFNAME names, else on 127.0.0.1. Errors as
+/// createUniqueId.
+TUTTI_API Result<UniqueId> createFreshUniqueId();
+
 /// Options of a communicator. Zero means "from the environment / default".
 struct Options {
   /// Collective timeout: a call that waits longer fails with Timeout naming the collective and the

@@ -6,7 +6,6 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
-#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <tuple>
@@ -40,35 +39,13 @@ UniqueId newUniqueId() {
   return r.value();
 }
 
-// A UniqueId whose root binds a fresh port. createUniqueId binds TUTTI_COMM_ID / NCCL_COMM_ID
-// when set, and a launcher (tutti-run, a user's job script) sets them for the parent job: every
-// sub-group leader of a split would then bind the same address. Hiding them for the call makes
-// the root take an ephemeral port on loopback, or on TUTTI_SOCKET_IFNAME's interface. The
-// environment is process-wide, so other threads must not read those two variables meanwhile:
-// tutti reads them only in createUniqueId and at communicator creation, and mu serialises the
-// calls made from here. (A createUniqueId that takes a bind address would remove the need.)
+// A UniqueId whose root binds a fresh port (createFreshUniqueId): a split's sub-group leaders
+// must not all bind the job's TUTTI_COMM_ID.
 UniqueId freshUniqueId() {
-  static std::mutex mu;
-  std::lock_guard<std::mutex> lock(mu);
-  constexpr const char* kVars[] = {"TUTTI_COMM_ID", "NCCL_COMM_ID"};
-  std::string saved[2];
-  bool had[2] = {false, false};
-  for (int i = 0; i < 2; ++i) {
-    if (const char* v = std::getenv(kVars[i])) {
-      had[i] = true;
-      saved[i] = v;
-      unsetenv(kVars[i]);
-    }
-  }
-  auto restore = [&] {
-    for (int i = 0; i < 2; ++i)
-      if (had[i]) setenv(kVars[i], saved[i].c_str(), 1);
-  };
   Result<UniqueId> r = [] {
     nb::gil_scoped_release release;
-    return createUniqueId();
+    return createFreshUniqueId();
   }();
-  restore();
   if (!r) raiseStatus(r.status());
   return r.value();
 }

@@ -8,9 +8,7 @@
 #include <Python.h>
 #include <c10/util/Exception.h>
 
-#include <cstdlib>
 #include <cstring>
-#include <optional>
 
 #include "python/torch_backend/tensors.h"
 
@@ -22,28 +20,6 @@ constexpr const char* kUidKey = "tutti_unique_id";
 
 c10::DistBackendError backendError(std::string msg) {
   return c10::DistBackendError(c10::SourceLocation{__func__, __FILE__, __LINE__}, std::move(msg));
-}
-
-// A UniqueId whose root binds a fresh port. createUniqueId binds TUTTI_COMM_ID / NCCL_COMM_ID
-// when set, which a launcher sets for one job-wide communicator; every group's rank 0 would then
-// bind that one address. The variables are hidden for the call; the process environment is
-// shared, so calls are serialised here (tutti reads them only in createUniqueId and at
-// communicator creation).
-Result<UniqueId> freshUniqueId() {
-  static std::mutex mu;
-  std::lock_guard<std::mutex> lock(mu);
-  constexpr const char* kVars[] = {"TUTTI_COMM_ID", "NCCL_COMM_ID"};
-  std::optional<std::string> saved[2];
-  for (int i = 0; i < 2; ++i) {
-    if (const char* v = std::getenv(kVars[i])) {
-      saved[i] = v;
-      unsetenv(kVars[i]);
-    }
-  }
-  Result<UniqueId> r = createUniqueId();
-  for (int i = 0; i < 2; ++i)
-    if (saved[i]) setenv(kVars[i], saved[i]->c_str(), 1);
-  return r;
 }
 
 // The rank's tensors as one list (what a Work's result() and Future hold).
@@ -125,7 +101,8 @@ ProcessGroupTutti::ProcessGroupTutti(const c10::intrusive_ptr<c10d::Store>& stor
     : c10d::Backend(rank, size), timeoutMs_(timeout.count() > 0 ? timeout.count() : 0) {
   UniqueId id;
   if (rank == 0) {
-    Result<UniqueId> r = freshUniqueId();
+    // A fresh root: every group's rank 0 binding the launcher's TUTTI_COMM_ID would collide.
+    Result<UniqueId> r = createFreshUniqueId();
     if (!r) throw backendError("tutti: creating the group's UniqueId failed: " + r.status().message());
     id = r.value();
     store->set(kUidKey, std::vector<uint8_t>(id.bytes.begin(), id.bytes.end()));

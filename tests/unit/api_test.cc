@@ -3,6 +3,7 @@
 // argument and value, no side effects, communicator still usable), UniqueId checks, names.
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -120,6 +121,25 @@ TEST_CASE("UniqueId and create validate their input", "[api]") {
   requireError(Communicator::create(id.value(), 2, 2).status(), Code::kInvalidArgument, "rank 2");
   requireError(Communicator::create(id.value(), 0, 0).status(), Code::kInvalidArgument,
                "nranks must be >= 1");
+}
+
+TEST_CASE("createFreshUniqueId binds a fresh root while TUTTI_COMM_ID names the job's", "[api]") {
+  // An address no interface of this machine has (TEST-NET-1): createUniqueId, which binds
+  // TUTTI_COMM_ID, fails; createFreshUniqueId ignores it and binds a fresh port.
+  ::setenv("TUTTI_COMM_ID", "192.0.2.1:29999", 1);
+  auto fixed = createUniqueId();
+  auto fresh = createFreshUniqueId();
+  auto fresh2 = createFreshUniqueId();
+  ::unsetenv("TUTTI_COMM_ID");
+  REQUIRE_FALSE(fixed.isOk());
+  REQUIRE(fresh.isOk());
+  REQUIRE(fresh2.isOk());
+  REQUIRE(fresh->bytes != fresh2->bytes);
+  auto c = Communicator::create(fresh.value(), 0, 1);
+  REQUIRE(c.isOk());
+  float x = 2;
+  REQUIRE(c->allReduce(&x, &x, 1, DataType::kFloat32, RedOp::kSum).isOk());
+  REQUIRE(x == 2);
 }
 
 TEST_CASE("names of dtypes, ops and collectives round-trip", "[api]") {
