@@ -60,6 +60,39 @@ Result<UniqueId> createFreshUniqueId() {
   return idWithRootAt(addr);
 }
 
+// ---- Unique ids for the layers above (core/batch.h) ----
+
+Status checkUniqueId(const UniqueId& id) { return bootstrap::decodeId(id).status(); }
+
+Result<UniqueId> uniqueIdAt(const std::string& hostPort, uint64_t secret) {
+  TUTTI_TRY_ASSIGN(net::SockAddr addr, net::parseHostPort(hostPort));
+  return bootstrap::encodeId({secret, addr});
+}
+
+Status startRootOf(const UniqueId& id) {
+  TUTTI_TRY_ASSIGN(bootstrap::IdData d, bootstrap::decodeId(id));
+  return bootstrap::startRoot(d.root, d.secret, bootstrapTimeout(Options{})).status();
+}
+
+// Without a named interface, an id whose ranks are all local binds loopback; otherwise the named
+// interface, or NCCL's default one, so that an id sent to other hosts (MPI_Bcast, a store) is
+// reachable.
+Result<UniqueId> freshUniqueId(bool allLocal) {
+  net::SockAddr addr = net::loopbackInterface().addr;
+  if (!allLocal || !net::socketIfnameSpec().empty()) {
+    TUTTI_TRY_ASSIGN(net::InterfaceAddr chosen, net::chooseInterface(net::socketIfnameSpec()));
+    addr = chosen.addr;
+  }
+  return idWithRootAt(addr);
+}
+
+std::chrono::milliseconds defaultBootstrapTimeout() { return bootstrapTimeout(Options{}); }
+
+bool launcherSaysLocal() {
+  auto e = readLaunchEnv();
+  return e.isOk() && e->localSize > 0 && e->localSize == e->nranks;
+}
+
 // ---- Communicator ----
 
 Communicator::Communicator(std::shared_ptr<detail::CommImpl> impl) : impl_(std::move(impl)) {}

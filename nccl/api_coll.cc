@@ -11,7 +11,6 @@
 
 #include "base/arg_check.h"
 #include "base/config.h"
-#include "nccl/device.h"
 #include "nccl/group.h"
 #include "nccl/internal.h"
 
@@ -32,7 +31,7 @@ bool hasReduction(Coll c) {
   return c == Coll::kAllReduce || c == Coll::kReduce || c == Coll::kReduceScatter;
 }
 
-ncclResult_t enqueue(PendingOp op, ncclDataType_t datatype, ncclRedOp_t redop, ncclComm_t comm) {
+ncclResult_t enqueue(BatchOp op, ncclDataType_t datatype, ncclRedOp_t redop, ncclComm_t comm) {
   auto cs = checkComm(comm, op.api);
   if (!cs.isOk()) return failArg(cs.status());
   CommState* s = cs.value();
@@ -43,7 +42,7 @@ ncclResult_t enqueue(PendingOp op, ncclDataType_t datatype, ncclRedOp_t redop, n
     return bad(
         invalidArgument("{}: invalid datatype (datatype={})", op.api, static_cast<int>(datatype)));
   op.dtype = static_cast<DataType>(datatype);
-  if (op.kind == PendingOp::Kind::kColl && hasReduction(op.coll)) {
+  if (op.kind == BatchOp::Kind::kColl && hasReduction(op.coll)) {
     const int v = static_cast<int>(redop);
     if (v >= 0 && v < ncclNumOps) {
       op.op = static_cast<RedOp>(v);
@@ -70,11 +69,11 @@ ncclResult_t enqueue(PendingOp op, ncclDataType_t datatype, ncclRedOp_t redop, n
       if (!opError.isOk()) return bad(opError);
     }
   }
-  if (op.kind == PendingOp::Kind::kColl) {
+  if (op.kind == BatchOp::Kind::kColl) {
     // The C++ API's rules (base/arg_check.h): root, count overflow, null buffers this rank
     // uses, overlap other than NCCL's in-place forms. Checked now, so that a bad call inside a
     // group has no effect (the group is cancelled before anything runs).
-    const CallArgs a = toCallArgs(op);
+    const CallArgs a = op.callArgs();
     bool inPlace = false;
     if (Status c = detail::checkCall(a, s->rank, s->nranks, &inPlace); !c.isOk()) return bad(c);
   } else {
@@ -82,32 +81,21 @@ ncclResult_t enqueue(PendingOp op, ncclDataType_t datatype, ncclRedOp_t redop, n
       return bad(invalidArgument("{}: peer {} is outside [0, {}) (peer={}, rank={})", op.api,
                                  op.peer, s->nranks, op.peer, s->rank));
     if (Status c = detail::checkCount(op.api, op.count, op.dtype, 1); !c.isOk()) return bad(c);
-    if (op.count > 0 && !(op.kind == PendingOp::Kind::kSend ? op.send : op.recv))
+    if (op.count > 0 && !(op.kind == BatchOp::Kind::kSend ? op.send : op.recv))
       return bad(invalidArgument("{}: {} is NULL ({}=NULL, count={}, rank={})", op.api,
-                                 op.kind == PendingOp::Kind::kSend ? "sendbuff" : "recvbuff",
-                                 op.kind == PendingOp::Kind::kSend ? "sendbuff" : "recvbuff",
+                                 op.kind == BatchOp::Kind::kSend ? "sendbuff" : "recvbuff",
+                                 op.kind == BatchOp::Kind::kSend ? "sendbuff" : "recvbuff",
                                  op.count, s->rank));
   }
-  // Memory kind of the buffers this rank uses (ioBytes: recvbuff of a non-root reduce is not).
-  size_t inBytes = 0, outBytes = 0;
-  ioBytes(op, s->rank, s->nranks, &inBytes, &outBytes);
-  if (inBytes > 0) {
-    const MemoryKind k = memoryKind(op.send);
-    op.sendDevice = k.device;
-    op.sendReachable = k.reachable;
-  }
-  if (outBytes > 0) {
-    const MemoryKind k = memoryKind(op.recv);
-    op.recvDevice = k.device;
-    op.recvReachable = k.reachable;
-  }
+  // Memory kind of the buffers this rank uses (recvbuff of a non-root reduce is not).
+  findMemoryKinds(op, s->rank, s->nranks);
   return submit(comm->state, std::move(op));
 }
 
-PendingOp collOp(const char* api, Coll coll, const void* send, void* recv, size_t count, int root,
+BatchOp collOp(const char* api, Coll coll, const void* send, void* recv, size_t count, int root,
                  cudaStream_t stream) {
-  PendingOp op;
-  op.kind = PendingOp::Kind::kColl;
+  BatchOp op;
+  op.kind = BatchOp::Kind::kColl;
   op.api = api;
   op.coll = coll;
   op.send = send;
@@ -171,7 +159,7 @@ Status checkCollConfig(const ncclCollConfig_t* in, const char* api) {
   return Status::ok();
 }
 
-ncclResult_t enqueueWithConfig(PendingOp op, ncclDataType_t datatype, ncclRedOp_t redop,
+ncclResult_t enqueueWithConfig(BatchOp op, ncclDataType_t datatype, ncclRedOp_t redop,
                                ncclComm_t comm, const ncclCollConfig_t* config) {
   if (Status c = checkCollConfig(config, op.api); !c.isOk()) {
     auto cs = checkComm(comm, op.api);
@@ -314,8 +302,8 @@ NCCL_API(ncclResult_t, ncclScatterConfig, const void* sendbuff, void* recvbuff, 
 
 NCCL_API(ncclResult_t, ncclSend, const void* sendbuff, size_t count, ncclDataType_t datatype,
          int peer, ncclComm_t comm, cudaStream_t stream) {
-  PendingOp op;
-  op.kind = PendingOp::Kind::kSend;
+  BatchOp op;
+  op.kind = BatchOp::Kind::kSend;
   op.api = "ncclSend";
   op.send = sendbuff;
   op.count = count;
@@ -326,8 +314,8 @@ NCCL_API(ncclResult_t, ncclSend, const void* sendbuff, size_t count, ncclDataTyp
 
 NCCL_API(ncclResult_t, ncclRecv, void* recvbuff, size_t count, ncclDataType_t datatype, int peer,
          ncclComm_t comm, cudaStream_t stream) {
-  PendingOp op;
-  op.kind = PendingOp::Kind::kRecv;
+  BatchOp op;
+  op.kind = BatchOp::Kind::kRecv;
   op.api = "ncclRecv";
   op.recv = recvbuff;
   op.count = count;

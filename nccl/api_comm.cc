@@ -11,11 +11,6 @@
 #include "base/env.h"
 #include "base/log.h"
 #include "core/batch.h"
-#include "core/bootstrap.h"
-#include "core/device/clique.h"
-#include "core/device/process_clique.h"
-#include "core/launcher_env.h"
-#include "nccl/device.h"
 #include "nccl/group.h"
 #include "nccl/internal.h"
 
@@ -25,12 +20,6 @@
 
 namespace tutti::nccl {
 namespace {
-
-std::chrono::milliseconds bootstrapTimeout() {
-  auto v = env::get({"TUTTI_BOOTSTRAP_TIMEOUT"});
-  auto n = v ? env::parseInt(*v) : std::nullopt;
-  return std::chrono::seconds(n && *n > 0 ? *n : 120);
-}
 
 // NCCL_COMM_ID (or TUTTI_COMM_ID, which tutti-run sets): a fixed root "host:port".
 std::optional<std::string> fixedRootSpec() {
@@ -60,37 +49,13 @@ Status maybeHostFixedRoot(const UniqueId& id, int rank) {
   if (rank != 0) return Status::ok();
   auto spec = fixedRootSpec();
   if (!spec) return Status::ok();
-  TUTTI_TRY_ASSIGN(net::SockAddr addr, net::parseHostPort(*spec));
-  TUTTI_TRY_ASSIGN(bootstrap::IdData d, bootstrap::decodeId(id));
-  if (d.secret != fixedSecret(*spec) || d.root.toString() != addr.toString())
+  TUTTI_TRY_ASSIGN(UniqueId fixed, uniqueIdAt(*spec, fixedSecret(*spec)));
+  if (fixed.bytes != id.bytes)
     return Status::ok();  // an id from ncclGetUniqueId without the variable: its root runs
-  auto bound = bootstrap::startRoot(addr, d.secret, bootstrapTimeout());
-  if (!bound.isOk())
-    return Status(bound.status().code(),
-                  fmt::format("rank 0 cannot host the root at NCCL_COMM_ID={}: {}", *spec,
-                              bound.status().message()));
+  if (Status bound = startRootOf(id); !bound.isOk())
+    return Status(bound.code(), fmt::format("rank 0 cannot host the root at NCCL_COMM_ID={}: {}",
+                                            *spec, bound.message()));
   return Status::ok();
-}
-
-// A fresh id whose root runs in this process, bound where the peers can reach it.
-Result<UniqueId> freshId(bool allLocal) {
-  bootstrap::IdData d;
-  d.secret = bootstrap::randomSecret();
-  net::SockAddr addr = net::loopbackInterface().addr;
-  if (!allLocal || !net::socketIfnameSpec().empty()) {
-    TUTTI_TRY_ASSIGN(net::InterfaceAddr chosen, net::chooseInterface(net::socketIfnameSpec()));
-    addr = chosen.addr;
-  }
-  TUTTI_TRY_ASSIGN(d.root, bootstrap::startRoot(addr, d.secret, bootstrapTimeout()));
-  return bootstrap::encodeId(d);
-}
-
-// Whether the launcher says every rank runs on this host (then the root binds loopback). Without
-// a launcher we cannot know: the root binds NCCL's default interface so that an id sent to other
-// hosts (MPI_Bcast, a store) is reachable; NCCL_SOCKET_IFNAME / TUTTI_SOCKET_IFNAME choose.
-bool launcherSaysLocal() {
-  auto e = readLaunchEnv();
-  return e.isOk() && e->localSize > 0 && e->localSize == e->nranks;
 }
 
 bool allLocal(const CommState& s) {
@@ -119,7 +84,7 @@ Status joinComm(CommState& s, const UniqueId& id) {
     return c.status();
   }
   s.comm = std::move(c).value();
-  if (Status d = initDevicePath(s); !d.isOk()) {
+  if (Status d = joinDeviceClique(*s.device, s.comm, s.cudaDev); !d.isOk()) {
     s.recordAsync(d);
     return d;
   }
@@ -136,8 +101,8 @@ ncclResult_t createComm(ncclComm_t* out, std::shared_ptr<CommState> state,
                         std::function<Status()> task, const char* api) {
   auto* h = new ncclComm{kCommMagic, state};
   *out = h;
-  PendingOp op;
-  op.kind = PendingOp::Kind::kTask;
+  BatchOp op;
+  op.kind = BatchOp::Kind::kTask;
   op.api = api;
   op.task = std::move(task);
   const bool deferred = inGroup() || !state->config.blocking;
@@ -171,10 +136,9 @@ ncclResult_t initRankConfig(const char* api, ncclComm_t* comm, int nranks,
   }
   const UniqueId id = toTutti(commId);
   if (st.isOk()) {
-    auto d = bootstrap::decodeId(id);
-    if (!d.isOk())
+    if (Status d = checkUniqueId(id); !d.isOk())
       st = invalidArgument("{}: commId was not made by ncclGetUniqueId of this library: {}", api,
-                           d.status().message());
+                           d.message());
   }
   if (!st.isOk()) {
     ncclResult_t r = fail(st);
@@ -212,7 +176,7 @@ Status doSplit(CommState& parent, int color, int key, CommState* child) {
   UniqueId myId;
   Status made;
   if (color >= 0 && members.front() == parent.rank) {
-    auto id = freshId(allLocal(parent));
+    auto id = freshUniqueId(allLocal(parent));
     if (id.isOk())
       myId = id.value();
     else
@@ -252,10 +216,10 @@ Status doShrink(CommState& parent, std::vector<int> survivors, CommState* child,
   std::string list;
   for (int r : survivors) list += fmt::format("{},", r);
   const int leader = survivors.front();
-  const auto timeout = bootstrapTimeout();
+  const auto timeout = defaultBootstrapTimeout();
   UniqueId id;
   if (parent.rank == leader) {
-    auto fresh = freshId(allLocal(parent));
+    auto fresh = freshUniqueId(allLocal(parent));
     // The others are told either way, so that none waits for an id that will not come.
     const std::string body = fresh.isOk()
                                  ? "I" + std::string(reinterpret_cast<const char*>(fresh->bytes.data()),
@@ -323,13 +287,13 @@ NCCL_API(ncclResult_t, ncclGetUniqueId, ncclUniqueId* uniqueId) {
   std::memset(uniqueId->internal, 0, sizeof uniqueId->internal);
   UniqueId id;
   if (auto spec = fixedRootSpec()) {
-    auto addr = net::parseHostPort(*spec);
-    if (!addr.isOk())
+    auto fixed = uniqueIdAt(*spec, fixedSecret(*spec));
+    if (!fixed.isOk())
       return fail(invalidArgument("ncclGetUniqueId: NCCL_COMM_ID='{}' is not host:port: {}", *spec,
-                                  addr.status().message()));
-    id = bootstrap::encodeId({fixedSecret(*spec), addr.value()});
+                                  fixed.status().message()));
+    id = fixed.value();
   } else {
-    auto fresh = freshId(launcherSaysLocal());
+    auto fresh = freshUniqueId(launcherSaysLocal());
     if (!fresh.isOk()) return fail(fresh.status());
     id = fresh.value();
   }
@@ -364,7 +328,7 @@ NCCL_API(ncclResult_t, ncclCommInitAll, ncclComm_t* comm, int ndev, const int* d
   if (!comm) return failArg(invalidArgument("ncclCommInitAll: comm is NULL"));
   if (ndev < 1)
     return failArg(invalidArgument("ncclCommInitAll: ndev must be >= 1 (ndev={})", ndev));
-  auto fresh = freshId(true);
+  auto fresh = freshUniqueId(true);
   if (!fresh.isOk()) return failArg(fresh.status());
   ncclUniqueId id;
   std::memcpy(id.internal, fresh->bytes.data(), sizeof id.internal);
@@ -387,8 +351,8 @@ NCCL_API(ncclResult_t, ncclCommFinalize, ncclComm_t comm) {
   auto s = checkComm(comm, "ncclCommFinalize");
   if (!s.isOk()) return fail(s.status());
   CommState* st = s.value();
-  PendingOp op;
-  op.kind = PendingOp::Kind::kTask;
+  BatchOp op;
+  op.kind = BatchOp::Kind::kTask;
   op.api = "ncclCommFinalize";
   op.task = [st]() -> Status {
     TUTTI_TRY(checkUsable(*st, "ncclCommFinalize"));
@@ -404,8 +368,9 @@ NCCL_API(ncclResult_t, ncclCommDestroy, ncclComm_t comm) {
   if (!s.isOk()) return fail(s.status());
   CommState* st = s.value();
   st->worker.stop(std::chrono::hours(24), false);  // pending operations complete first
-  if (st->clique)  // a peer still waiting for this rank's call would wait forever
-    st->clique->fail(invalidUsage("rank {}'s communicator was destroyed", st->rank));
+  // A peer still waiting for this rank's call in a clique would wait forever.
+  failDevicePath(*st->device, invalidUsage("rank {}'s communicator was destroyed", st->rank),
+                 false);
   for (int i = 0; i < 100000 && st->activeCalls.load() > 0; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   retireHandle(comm);
@@ -418,8 +383,7 @@ NCCL_API(ncclResult_t, ncclCommAbort, ncclComm_t comm) {
   if (!s.isOk()) return fail(s.status());
   CommState* st = s.value();
   st->aborted.store(true);
-  if (st->clique) st->clique->fail(invalidUsage("rank {} was aborted (ncclCommAbort)", st->rank));
-  if (st->procClique) st->procClique->abort();
+  failDevicePath(*st->device, invalidUsage("rank {} was aborted (ncclCommAbort)", st->rank), true);
   if (st->ready.load()) st->comm.abort();  // running operations fail within milliseconds
   // An init still in its rendezvous cannot be interrupted: leave it to finish on its own.
   st->worker.stop(std::chrono::seconds(2), true);
@@ -467,8 +431,8 @@ NCCL_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, ncclC
   auto parent = comm->state;
   *newcomm = nullptr;
   if (color < 0) {  // NCCL_SPLIT_NOCOLOR: take part, get no communicator
-    PendingOp op;
-    op.kind = PendingOp::Kind::kTask;
+    BatchOp op;
+    op.kind = BatchOp::Kind::kTask;
     op.api = "ncclCommSplit";
     op.task = [p = parent.get(), key] { return doSplit(*p, -1, key, nullptr); };
     return submit(parent, std::move(op));
@@ -479,8 +443,8 @@ NCCL_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, ncclC
   child->nranks = 1;  // set by the split
   auto* h = new ncclComm{kCommMagic, child};
   *newcomm = h;
-  PendingOp op;
-  op.kind = PendingOp::Kind::kTask;
+  BatchOp op;
+  op.kind = BatchOp::Kind::kTask;
   op.api = "ncclCommSplit";
   op.task = [p = parent.get(), c = child, color, key] { return doSplit(*p, color, key, c.get()); };
   const bool deferred = inGroup() || !parent->config.blocking;
@@ -538,8 +502,8 @@ NCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int* excludeRanksList,
   child->cudaDev = parent->cudaDev;
   auto* h = new ncclComm{kCommMagic, child};
   *newcomm = h;
-  PendingOp op;
-  op.kind = PendingOp::Kind::kTask;
+  BatchOp op;
+  op.kind = BatchOp::Kind::kTask;
   op.api = "ncclCommShrink";
   op.task = [p = parent.get(), c = child, survivors, shrinkFlags,
              seq = parent->shrinks.fetch_add(1)] {

@@ -11,7 +11,6 @@
 
 #include "base/log.h"
 #include "core/batch.h"
-#include "nccl/device.h"
 
 namespace tutti::nccl {
 
@@ -20,7 +19,7 @@ namespace {
 struct GroupState {
   int depth = 0;
   ncclResult_t error = ncclSuccess;
-  std::vector<std::pair<std::shared_ptr<CommState>, PendingOp>> ops;
+  std::vector<std::pair<std::shared_ptr<CommState>, BatchOp>> ops;
 };
 thread_local GroupState tGroup;
 
@@ -38,18 +37,18 @@ Status ready(CommState& s, const char* api) {
 // The operations of `ops` (no tasks) that are ready to run: for each, the communicator is usable
 // and the work before it on its stream is done. The others' errors go to `note`.
 template <typename Note>
-void admit(CommState& s, std::span<PendingOp* const> ops, std::vector<CallArgs>& out, Note note) {
-  for (const PendingOp* op : ops) {
+void admit(CommState& s, std::span<BatchOp* const> ops, std::vector<CallArgs>& out, Note note) {
+  for (const BatchOp* op : ops) {
     Status st = ready(s, op->api);
     if (st.isOk()) st = syncStream(op->stream, op->api);
-    if (st.isOk()) out.push_back(toCallArgs(*op));
+    if (st.isOk()) out.push_back(op->callArgs());
     else note(st);
   }
 }
 
 // Runs batches on several communicators: the first on this thread, the others on their workers.
 Status runConcurrently(
-    std::vector<std::pair<std::shared_ptr<CommState>, std::vector<PendingOp>>>& batches,
+    std::vector<std::pair<std::shared_ptr<CommState>, std::vector<BatchOp>>>& batches,
     size_t fusion) {
   struct Join {
     std::mutex mu;
@@ -77,22 +76,6 @@ Status runConcurrently(
 
 }  // namespace
 
-CallArgs toCallArgs(const PendingOp& op) {
-  CallArgs a;
-  a.coll = op.kind == PendingOp::Kind::kColl ? op.coll : Coll::kSendRecv;
-  a.send = op.send;
-  a.recv = op.recv;
-  a.count = op.count;
-  a.dtype = op.dtype;
-  a.op = op.op;
-  a.root = op.root;
-  if (op.kind == PendingOp::Kind::kSend) a.sendPeer = op.peer;
-  if (op.kind == PendingOp::Kind::kRecv) a.recvPeer = op.peer;
-  a.preMulScalar = op.preMul ? op.scalar.data() : nullptr;
-  a.api = op.api;
-  return a;
-}
-
 bool inGroup() { return tGroup.depth > 0; }
 
 void noteGroupError(ncclResult_t r) {
@@ -100,13 +83,13 @@ void noteGroupError(ncclResult_t r) {
     tGroup.error = r;
 }
 
-Status runBatch(CommState& comm, std::vector<PendingOp>& ops, size_t fusion) {
+Status runBatch(CommState& comm, std::vector<BatchOp>& ops, size_t fusion) {
   // One call outside a group, the common case: no lists to build.
-  if (ops.size() == 1 && ops[0].kind != PendingOp::Kind::kTask) {
-    const PendingOp& op = ops[0];
+  if (ops.size() == 1 && ops[0].kind != BatchOp::Kind::kTask) {
+    const BatchOp& op = ops[0];
     TUTTI_TRY(ready(comm, op.api));
     TUTTI_TRY(syncStream(op.stream, op.api));
-    const CallArgs a = toCallArgs(op);
+    const CallArgs a = op.callArgs();
     return tutti::runBatch(comm.comm, std::span(&a, 1), fusion);
   }
   Status first;
@@ -115,7 +98,7 @@ Status runBatch(CommState& comm, std::vector<PendingOp>& ops, size_t fusion) {
   };
   // Tasks run in order with the collectives around them; sends and receives all run at the end,
   // as one round (core/batch.h).
-  std::vector<PendingOp*> colls, p2p;
+  std::vector<BatchOp*> colls, p2p;
   std::vector<CallArgs> batch;
   auto flushColls = [&] {
     if (colls.empty()) return;
@@ -124,17 +107,17 @@ Status runBatch(CommState& comm, std::vector<PendingOp>& ops, size_t fusion) {
     if (!batch.empty()) note(tutti::runBatch(comm.comm, batch, fusion));
     colls.clear();
   };
-  for (PendingOp& op : ops) {
+  for (BatchOp& op : ops) {
     switch (op.kind) {
-      case PendingOp::Kind::kTask:
+      case BatchOp::Kind::kTask:
         flushColls();
         note(op.task());
         break;
-      case PendingOp::Kind::kSend:
-      case PendingOp::Kind::kRecv:
+      case BatchOp::Kind::kSend:
+      case BatchOp::Kind::kRecv:
         p2p.push_back(&op);
         break;
-      case PendingOp::Kind::kColl:
+      case BatchOp::Kind::kColl:
         colls.push_back(&op);
         break;
     }
@@ -148,24 +131,19 @@ Status runBatch(CommState& comm, std::vector<PendingOp>& ops, size_t fusion) {
   return first;
 }
 
-ncclResult_t submit(const std::shared_ptr<CommState>& comm, PendingOp op) {
+ncclResult_t submit(const std::shared_ptr<CommState>& comm, BatchOp op) {
   if (tGroup.depth > 0) {
     tGroup.ops.emplace_back(comm, std::move(op));
     return ncclSuccess;
   }
-  if (op.device()) {  // stream-ordered: the clique's kernel, or staged for the worker
-    std::vector<std::pair<std::shared_ptr<CommState>, std::vector<PendingOp>>> batch(1);
-    batch[0].first = comm;
-    batch[0].second.push_back(std::move(op));
-    if (comm->clique && comm->config.blocking)
-      return fail(submitToClique(batch), comm.get());
-    if (comm->procClique && comm->config.blocking)
-      return fail(submitToProcessClique(*comm, batch[0].second), comm.get());
-    return fail(enqueueDevice(comm, std::move(batch[0].second)), comm.get());
+  if (op.device()) {  // stream-ordered: a device executor (core/batch.h)
+    DeviceBatch batch{comm->device.get(), comm, {}};
+    batch.ops.push_back(std::move(op));
+    return fail(submitDevice(std::span(&batch, 1), comm->config.blocking), comm.get());
   }
   if (!comm->config.blocking) {
     comm->worker.submit([comm, op = std::move(op)]() mutable {
-      std::vector<PendingOp> v;
+      std::vector<BatchOp> v;
       v.push_back(std::move(op));
       Status s = runBatch(*comm, v, fusionBytes());
       if (!s.isOk()) {
@@ -176,18 +154,25 @@ ncclResult_t submit(const std::shared_ptr<CommState>& comm, PendingOp op) {
     return ncclInProgress;
   }
   comm->worker.drain();
-  std::vector<PendingOp> v;
+  std::vector<BatchOp> v;
   v.push_back(std::move(op));
   return fail(runBatch(*comm, v, fusionBytes()), comm.get());
 }
 
-double predictGroup(const std::vector<std::pair<CommState*, PendingOp>>& ops) {
+Status CommState::runHost(std::vector<BatchOp>& ops) { return runBatch(*this, ops, fusionBytes()); }
+
+void CommState::recordDeviceError(const Status& s) {
+  fail(s, this);
+  recordAsync(s);
+}
+
+double predictGroup(const std::vector<std::pair<CommState*, BatchOp>>& ops) {
   // The communicator's own choices and predictions (its selector, topology and link model), so
   // the estimate describes what ncclGroupEnd would run; communicators not ready add nothing.
   double total = 0;
   for (const auto& [s, op] : ops) {
-    if (op.kind == PendingOp::Kind::kTask || !s->ready.load()) continue;
-    const CallArgs a = toCallArgs(op);
+    if (op.kind == BatchOp::Kind::kTask || !s->ready.load()) continue;
+    const CallArgs a = op.callArgs();
     total += predictBatchUs(s->comm, std::span(&a, 1));
   }
   return total;
@@ -216,7 +201,7 @@ NCCL_API(ncclResult_t, ncclGroupEnd, void) {
   if (earlier != ncclSuccess) {
     // NCCL: an argument error inside the group cancels the whole group.
     for (auto& [comm, op] : ops)
-      if (op.kind == PendingOp::Kind::kTask)
+      if (op.kind == BatchOp::Kind::kTask)
         comm->recordAsync(
             invalidUsage("ncclGroupEnd: the group was cancelled by an earlier "
                          "error ({})",
@@ -226,13 +211,13 @@ NCCL_API(ncclResult_t, ncclGroupEnd, void) {
   if (ops.empty()) return ncclSuccess;
 
   // One batch per communicator, in order of first appearance.
-  std::vector<std::pair<std::shared_ptr<CommState>, std::vector<PendingOp>>> batches;
+  std::vector<std::pair<std::shared_ptr<CommState>, std::vector<BatchOp>>> batches;
   bool blocking = false, nonblocking = false;
   for (auto& [comm, op] : ops) {
     auto it = std::find_if(batches.begin(), batches.end(),
                            [&](const auto& b) { return b.first == comm; });
     if (it == batches.end()) {
-      batches.emplace_back(comm, std::vector<PendingOp>{});
+      batches.emplace_back(comm, std::vector<BatchOp>{});
       it = std::prev(batches.end());
       (comm->config.blocking ? blocking : nonblocking) = true;
     }
@@ -242,64 +227,20 @@ NCCL_API(ncclResult_t, ncclGroupEnd, void) {
     return fail(
         invalidUsage("ncclGroupEnd: blocking and nonblocking communicators are not "
                      "allowed in the same group"));
-  // Device operations of communicators in a device clique go to their clique, every clique's
-  // batches together (one thread driving all ranks launches at once); what is left of those
-  // batches (host memory) runs below.
-  Status staged;
-  std::vector<std::pair<std::shared_ptr<CommState>, std::vector<PendingOp>>> cliqued;
-  for (size_t b = 0; b < batches.size();) {
+  // Batches that touch device memory go to the device executors (core/batch.h): what a clique
+  // takes leaves the batch's host operations behind, a staged job takes the whole batch.
+  std::vector<DeviceBatch> device;
+  std::vector<size_t> deviceOf;  // index in `batches`
+  for (size_t b = 0; b < batches.size(); ++b) {
     auto& [comm, batch] = batches[b];
-    const bool eligible =
-        (comm->clique || comm->procClique) && !nonblocking &&
-        std::any_of(batch.begin(), batch.end(), [](const PendingOp& o) { return o.device(); }) &&
-        std::none_of(batch.begin(), batch.end(),
-                     [](const PendingOp& o) { return o.kind == PendingOp::Kind::kTask; });
-    if (!eligible) {
-      ++b;
+    if (std::none_of(batch.begin(), batch.end(), [](const BatchOp& o) { return o.device(); }))
       continue;
-    }
-    std::vector<PendingOp> dev, host;
-    for (PendingOp& o : batch) (o.device() ? dev : host).push_back(std::move(o));
-    cliqued.emplace_back(comm, std::move(dev));
-    if (host.empty()) {
-      batches.erase(batches.begin() + static_cast<std::ptrdiff_t>(b));
-    } else {
-      batch = std::move(host);
-      ++b;
-    }
+    device.push_back({comm->device.get(), comm, std::move(batch)});
+    deviceOf.push_back(b);
   }
-  std::stable_sort(cliqued.begin(), cliqued.end(), [](const auto& x, const auto& y) {
-    return std::less<>()(x.first->clique.get(), y.first->clique.get());
-  });
-  // Process cliques: the batches this process posts as a peer first (they never wait), then
-  // those it leads (which wait for their peers, who may be waiting for this group's posts).
-  std::stable_partition(cliqued.begin(), cliqued.end(), [](const auto& b) {
-    return b.first->procClique && b.first->rank != 0;
-  });
-  for (size_t i = 0; i < cliqued.size();) {
-    size_t j = i + 1;
-    Status st;
-    if (cliqued[i].first->procClique) {
-      st = submitToProcessClique(*cliqued[i].first, cliqued[i].second);
-    } else {
-      while (j < cliqued.size() && cliqued[j].first->clique == cliqued[i].first->clique) ++j;
-      st = submitToClique(std::span(cliqued).subspan(i, j - i));
-    }
-    if (!st.isOk() && staged.isOk()) staged = st;
-    i = j;
-  }
-  // A communicator's batch that touches device memory is one staged job on its stream
-  // (nccl/device.h); the others run here as before.
-  for (size_t b = 0; b < batches.size();) {
-    auto& batch = batches[b].second;
-    if (std::none_of(batch.begin(), batch.end(), [](const PendingOp& o) { return o.device(); })) {
-      ++b;
-      continue;
-    }
-    Status st = enqueueDevice(batches[b].first, std::move(batch));
-    if (!st.isOk() && staged.isOk()) staged = st;
-    batches.erase(batches.begin() + static_cast<std::ptrdiff_t>(b));
-  }
+  Status staged = submitDevice(device, !nonblocking);
+  for (size_t d = 0; d < device.size(); ++d) batches[deviceOf[d]].second = std::move(device[d].ops);
+  std::erase_if(batches, [](const auto& b) { return b.second.empty(); });
   if (batches.empty()) return fail(staged);  // the device paths' first error, if any
   const size_t fusion = fusionBytes();
   if (nonblocking) {
@@ -341,7 +282,7 @@ NCCL_API(ncclResult_t, ncclGroupSimulateEnd, ncclSimInfo_t* simInfo) {
                         static_cast<const void*>(simInfo)));
   }
   if (--tGroup.depth > 0) return ncclSuccess;
-  std::vector<std::pair<CommState*, PendingOp>> ops;
+  std::vector<std::pair<CommState*, BatchOp>> ops;
   for (auto& [comm, op] : tGroup.ops) ops.emplace_back(comm.get(), op);
   tGroup.ops.clear();
   const ncclResult_t earlier = tGroup.error;

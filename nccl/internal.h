@@ -29,7 +29,7 @@
 
 #include "base/status.h"
 #include "base/task_queue.h"
-#include "core/device/staged.h"
+#include "core/batch.h"
 
 namespace tutti::nccl {
 
@@ -60,17 +60,12 @@ struct PreMulOp {
 
 }  // namespace tutti::nccl
 
-namespace tutti::device {
-class StagedQueue;    // core/device/staged.h: pinned staging of operations on device memory
-class Clique;         // core/device/clique.h: ranks that are threads of this process on one GPU
-class ProcessClique;  // core/device/process_clique.h: ranks that are processes on one GPU
-}  // namespace tutti::device
-
 namespace tutti::nccl {
 
 /// Everything behind an ncclComm_t. Shared (shared_ptr) so that a worker still finishing an
-/// uninterruptible init after ncclCommAbort keeps it alive.
-struct CommState {
+/// uninterruptible init after ncclCommAbort keeps it alive. The owner of its device path
+/// (core/batch.h): operations on device memory go there.
+struct CommState final : DeviceOwner {
   int rank = 0, nranks = 1, cudaDev = -1;
   Config config;
   Communicator comm;  ///< valid once init succeeded
@@ -86,19 +81,24 @@ struct CommState {
   std::string lastError;
   std::vector<PreMulOp> ops;              ///< handle kFirstDynamicOp + i
   std::map<void*, size_t> registrations;  ///< ncclCommRegister handles -> size
-  /// Created at the first operation on device memory. Declared before the worker, so that the
-  /// worker (which runs the staged jobs) has stopped when the queue is released.
-  std::shared_ptr<device::StagedQueue> device;
-  /// Set at init (nccl/device.h, initDevicePath) when every rank is a thread of this process on
-  /// one GPU (clique), or when every rank is a process of its own on one GPU (procClique);
-  /// device operations then run there instead of the staged path. Set once, before `ready`.
-  std::shared_ptr<device::Clique> clique;
-  std::shared_ptr<device::ProcessClique> procClique;
+  /// The device executors (core/batch.h): its cliques join at init (joinDeviceClique, before
+  /// `ready`). Declared before the worker, so that the worker (which runs the staged jobs) has
+  /// stopped when the path is released.
+  DevicePathPtr device = makeDevicePath(*this);
 
   TaskQueue worker;  ///< nonblocking communicators, multi-communicator groups, staged jobs
 
   void recordAsync(const Status& s);
   Status asyncError() const;
+
+  // DeviceOwner (nccl/group.cc).
+  int deviceRank() const override { return rank; }
+  int deviceRanks() const override { return nranks; }
+  bool deviceAborted() const override { return aborted.load(); }
+  bool deviceReady() const override { return ready.load(); }
+  void post(std::function<void()> task) override { worker.submit(std::move(task)); }
+  Status runHost(std::vector<BatchOp>& ops) override;
+  void recordDeviceError(const Status& s) override;
 };
 
 }  // namespace tutti::nccl
@@ -131,8 +131,6 @@ inline constexpr size_t kRetiredHandles = 4096;
 /// Fails when the communicator cannot run operations (aborted, revoked, suspended, not ready).
 Status checkUsable(CommState& s, const char* api);
 
-using device::cudaDevicePresent;  // core/device/staged.h
-using device::syncStream;
 /// Prints the version banner once per process when NCCL_DEBUG asks for it, and switches the log
 /// to NCCL's line format.
 void initLogging();

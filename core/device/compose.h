@@ -20,6 +20,7 @@
 #include <tuple>
 #include <vector>
 
+#include "base/batch_op.h"
 #include "base/status.h"
 #include "core/device/compile.h"
 #include "core/device/stream_ops.h"
@@ -27,26 +28,8 @@
 
 namespace tutti::device {
 
-/// One operation of a rank's batch on device memory.
-struct Call {
-  enum class Kind : uint8_t { kColl, kSend, kRecv };
-  Kind kind = Kind::kColl;
-  Coll coll = Coll::kAllReduce;
-  const void* send = nullptr;
-  void* recv = nullptr;
-  size_t count = 0;  ///< elements, as the API counts them
-  DataType dtype = DataType::kFloat32;
-  RedOp op = RedOp::kSum;
-  bool preMul = false;  ///< premulsum: the inputs are multiplied by `scalar` first (op is kSum)
-  std::array<std::byte, 8> scalar{};
-  int root = 0;
-  int peer = -1;  ///< kSend / kRecv
-  Stream stream = nullptr;
-  /// The GPU can read / write the buffer at its address (device, managed or mapped pinned
-  /// memory), as found at the call; only buffers the call uses on this rank are looked at.
-  bool sendReachable = false, recvReachable = false;
-  const char* api = "";
-};
+/// One operation of a rank's batch on device memory (kTask never reaches a clique).
+using Call = BatchOp;
 
 /// "allreduce of 1024 float sum", "broadcast of 16 int8 root 2": for messages.
 std::string describeCall(const Call& c);

@@ -1,6 +1,6 @@
 // File: kernels/cuda/proxy_wait.cu
 // The kernel that holds a stream until the host proxy has finished a staged operation
-// (nccl/device.cc): one thread polls a word of mapped pinned host memory.
+// (core/device/staged.h): one thread polls a word of mapped pinned host memory.
 #include <cuda_runtime.h>
 
 #include "kernels/cuda/launch.h"

@@ -33,5 +33,13 @@ for i in "${!layers[@]}"; do
     fi
   done
 done
+# The NCCL layer reaches core through one seam header, core/batch.h (docs/ARCHITECTURE.md).
+others=$(cd "$src" && grep -rhoE '#include "core/[^"]+"' nccl | sort -u | grep -vF '"core/batch.h"' || true)
+if [ -n "$others" ]; then
+  echo "FAIL: nccl/ includes core headers other than the seam core/batch.h:"; echo "$others"
+  failures=$((failures + 1))
+else
+  echo "ok: nccl/ includes no core header but core/batch.h"
+fi
 [ "$failures" -eq 0 ] && echo "layers_test: every layer includes only the layers below it"
 exit $(( failures > 0 ))

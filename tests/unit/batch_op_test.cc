@@ -1,17 +1,19 @@
-// File: tests/unit/staging_ranges_test.cc
-// nccl/staging_ranges.h: the bytes each NCCL operation reads and writes on each rank (what the
-// staged device path copies to and from the host), and the merging of ranges into staging spans
-// (overlaps merge, back-to-back buffers do not). Runs without a GPU.
+// File: tests/unit/batch_op_test.cc
+// base/batch_op.h: the bytes each batched operation reads and writes on each rank (what the
+// staged device executor copies to and from the host) and its CallArgs; core/device/staged.h: the
+// merging of ranges into staging spans (overlaps merge, back-to-back buffers do not). Runs
+// without a GPU.
 #include <catch2/catch.hpp>
 
-#include "nccl/staging_ranges.h"
+#include "base/batch_op.h"
+#include "core/device/staged.h"
 
-namespace tutti::nccl {
+namespace tutti {
 namespace {
 
-PendingOp coll(Coll c, size_t count, DataType dtype = DataType::kFloat32, int root = 0) {
-  PendingOp op;
-  op.kind = PendingOp::Kind::kColl;
+BatchOp coll(Coll c, size_t count, DataType dtype = DataType::kFloat32, int root = 0) {
+  BatchOp op;
+  op.kind = BatchOp::Kind::kColl;
   op.coll = c;
   op.count = count;
   op.dtype = dtype;
@@ -19,10 +21,8 @@ PendingOp coll(Coll c, size_t count, DataType dtype = DataType::kFloat32, int ro
   return op;
 }
 
-std::pair<size_t, size_t> io(const PendingOp& op, int rank, int nranks) {
-  size_t in = 0, out = 0;
-  ioBytes(op, rank, nranks, &in, &out);
-  return {in, out};
+std::pair<size_t, size_t> io(const BatchOp& op, int rank, int nranks) {
+  return op.ioBytes(rank, nranks);
 }
 
 TEST_CASE("ioBytes: every collective's send and receive bytes on root and non-root ranks") {
@@ -51,22 +51,42 @@ TEST_CASE("ioBytes: every collective's send and receive bytes on root and non-ro
 }
 
 TEST_CASE("ioBytes: send, receive and communicator tasks") {
-  PendingOp send;
-  send.kind = PendingOp::Kind::kSend;
+  BatchOp send;
+  send.kind = BatchOp::Kind::kSend;
   send.count = 5;
   send.dtype = DataType::kInt64;
   CHECK(io(send, 0, 2) == std::pair<size_t, size_t>{40, 0});
-  PendingOp recv = send;
-  recv.kind = PendingOp::Kind::kRecv;
+  BatchOp recv = send;
+  recv.kind = BatchOp::Kind::kRecv;
   CHECK(io(recv, 0, 2) == std::pair<size_t, size_t>{0, 40});
-  PendingOp task;
-  task.kind = PendingOp::Kind::kTask;
+  BatchOp task;
+  task.kind = BatchOp::Kind::kTask;
   task.count = 7;
   CHECK(io(task, 0, 2) == std::pair<size_t, size_t>{0, 0});
 }
 
+TEST_CASE("callArgs: messages name their peer, a premultiplied sum points at its scalar") {
+  BatchOp send;
+  send.kind = BatchOp::Kind::kSend;
+  send.peer = 3;
+  const CallArgs s = send.callArgs();
+  CHECK(s.coll == Coll::kSendRecv);
+  CHECK(s.sendPeer == 3);
+  CHECK(s.recvPeer == -1);
+  BatchOp recv = send;
+  recv.kind = BatchOp::Kind::kRecv;
+  CHECK(recv.callArgs().recvPeer == 3);
+  CHECK(recv.callArgs().sendPeer == -1);
+  BatchOp pre = coll(Coll::kReduceScatter, 4);
+  CHECK(pre.callArgs().preMulScalar == nullptr);
+  pre.preMul = true;
+  CHECK(pre.callArgs().preMulScalar == pre.scalar.data());
+  CHECK(pre.callArgs().coll == Coll::kReduceScatter);
+}
+
 TEST_CASE("mergeSpans: overlapping spans merge, touching ones stay apart, order is by start") {
-  using V = std::vector<Span>;
+  using device::mergeSpans;
+  using V = std::vector<device::Span>;
   auto eq = [](const V& a, const V& b) {
     if (a.size() != b.size()) return false;
     for (size_t i = 0; i < a.size(); ++i)
@@ -86,4 +106,4 @@ TEST_CASE("mergeSpans: overlapping spans merge, touching ones stay apart, order 
 }
 
 }  // namespace
-}  // namespace tutti::nccl
+}  // namespace tutti

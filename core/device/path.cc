@@ -1,0 +1,206 @@
+// File: core/device/path.cc
+// A communicator's device path (core/batch.h): its executors (core/device/executor.h), which ranks
+// share this process and GPU (found at init), and the choice of executor per submitted batch.
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <random>
+
+#include "base/config.h"
+#include "base/env.h"
+#include "base/host_id.h"
+#include "base/log.h"
+#include "core/batch.h"
+#include "core/device/clique.h"
+#include "core/device/executor.h"
+#include "core/device/process_clique.h"
+#include "core/device/staged.h"
+
+#if TUTTI_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+namespace tutti {
+
+class DevicePath {
+ public:
+  explicit DevicePath(DeviceOwner& o) : owner(o), staged(device::makeStagedExecutor()) {}
+
+  DeviceOwner& owner;
+  const std::unique_ptr<device::Executor> staged;
+  /// Set once by joinDeviceClique, before the owner is ready; null when the ranks are not a
+  /// clique. cliqueKey tells the batches of one thread clique apart (submitted together).
+  std::unique_ptr<device::Executor> clique;
+  const void* cliqueKey = nullptr;
+  bool processClique = false;
+};
+
+namespace {
+
+TUTTI_PARAM_STRING(kDevicePath, "TUTTI_DEVICE_PATH", nullptr, "NCCL", "auto",
+                   "device memory with ranks that are threads of one process on one GPU: auto "
+                   "(one kernel per collective for all of them) or staged (through pinned host "
+                   "memory and the host engine)");
+
+// What each rank tells the others at init. Plain bytes: exchanged with an allgather of uint8.
+struct DeviceInfo {
+  uint64_t host = 0;  // hash of the host identity
+  int64_t pid = 0;
+  std::array<uint8_t, 16> uuid{};  // the GPU's
+  int32_t device = -1;             // -1: no GPU
+  int32_t staged = 0;              // TUTTI_DEVICE_PATH=staged on this rank
+  uint64_t key = 0;                // rank 0's is the clique key
+};
+
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+bool hasTask(const std::vector<BatchOp>& ops) {
+  return std::any_of(ops.begin(), ops.end(),
+                     [](const BatchOp& o) { return o.kind == BatchOp::Kind::kTask; });
+}
+
+}  // namespace
+
+bool cudaDevicePresent() { return device::cudaDevicePresent(); }
+
+Status syncStream(void* stream, const char* api) { return device::syncStream(stream, api); }
+
+void findMemoryKinds(BatchOp& op, int rank, int nranks) {
+  const auto [inBytes, outBytes] = op.ioBytes(rank, nranks);
+  if (inBytes > 0) {
+    const device::MemoryKind k = device::memoryKind(op.send);
+    op.sendDevice = k.device;
+    op.sendReachable = k.reachable;
+  }
+  if (outBytes > 0) {
+    const device::MemoryKind k = device::memoryKind(op.recv);
+    op.recvDevice = k.device;
+    op.recvReachable = k.reachable;
+  }
+}
+
+DevicePathPtr makeDevicePath(DeviceOwner& owner) { return DevicePathPtr(new DevicePath(owner)); }
+
+void DevicePathDelete::operator()(DevicePath* p) const { delete p; }
+
+Status joinDeviceClique(DevicePath& path, Communicator& comm, int cudaDevice) {
+  const int rank = path.owner.deviceRank(), nranks = path.owner.deviceRanks();
+  if (nranks == 1) return Status::ok();  // one rank: device copies (the staged executor)
+  DeviceInfo mine;
+  mine.host = fnv1a(hostId());
+  mine.pid = static_cast<int64_t>(getpid());
+  mine.staged = kDevicePath.get() == "staged" ? 1 : 0;
+#if TUTTI_HAVE_CUDA
+  if (cudaDevicePresent() && cudaDevice >= 0) {
+    cudaDeviceProp prop{};
+    if (cudaGetDeviceProperties(&prop, cudaDevice) == cudaSuccess) {
+      mine.device = cudaDevice;
+      std::memcpy(mine.uuid.data(), prop.uuid.bytes, mine.uuid.size());
+    } else {
+      (void)cudaGetLastError();
+    }
+  }
+#else
+  (void)cudaDevice;
+#endif
+  if (rank == 0) mine.key = std::random_device{}() * 0x100000001ull ^ std::random_device{}();
+  std::vector<DeviceInfo> all(nranks);
+  TUTTI_TRY(comm.allGather(&mine, all.data(), sizeof(DeviceInfo), DataType::kUint8));
+  bool oneGpu = true, oneProcess = true, ownProcesses = true;
+  for (int r = 0; r < nranks; ++r) {
+    const DeviceInfo& o = all[r];
+    oneGpu = oneGpu && o.device >= 0 && !o.staged && o.host == all[0].host && o.uuid == all[0].uuid;
+    oneProcess = oneProcess && o.pid == all[0].pid;
+    for (int q = 0; q < r; ++q) ownProcesses = ownProcesses && all[q].pid != o.pid;
+  }
+  if (!oneGpu || (!oneProcess && !ownProcesses)) return Status::ok();
+  // A clique that cannot be formed leaves device memory to the staged executor.
+  auto staged = [&](const char* what, const Status& why) {
+    TUTTI_LOG_WARN(Subsys::kInit,
+                   "rank {}: ranks are {} on one GPU, but their device clique could not be "
+                   "formed ({}); device memory takes the staged path",
+                   rank, what, why.message());
+    return Status::ok();
+  };
+  if (oneProcess) {
+    auto c = device::Clique::join(all[0].key, nranks, rank, mine.device, device::cudaStreamOps());
+    if (!c.isOk()) return staged("threads of one process", c.status());
+    path.cliqueKey = c.value().get();
+    path.clique = device::makeCliqueExecutor(std::move(c).value());
+    return Status::ok();
+  }
+  std::vector<int64_t> pids;
+  for (const DeviceInfo& o : all) pids.push_back(o.pid);
+  auto allgather = [&comm](const void* in, void* out, size_t bytes) {
+    return comm.allGather(in, out, bytes, DataType::kUint8);
+  };
+  auto c = device::ProcessClique::create(all[0].key, nranks, rank, mine.device, std::move(pids),
+                                         device::cudaStreamOps(), allgather);
+  if (!c.isOk()) return staged("processes", c.status());
+  path.processClique = true;
+  path.clique = device::makeProcessCliqueExecutor(std::move(c).value());
+  return Status::ok();
+}
+
+Status submitDevice(std::span<DeviceBatch> batches, bool blocking) {
+  Status first;
+  auto note = [&](const Status& s) {
+    if (first.isOk() && !s.isOk()) first = s;
+  };
+  // Batches of communicators in a clique: their device operations go to the clique, every
+  // clique's batches together (one thread driving all ranks launches at once); their host
+  // operations stay for the caller.
+  struct Cliqued {
+    DevicePath* path;
+    device::RankBatch batch;
+    std::vector<BatchOp> ops;
+  };
+  std::vector<Cliqued> cliqued;
+  for (DeviceBatch& b : batches) {
+    if (!b.path->clique || !blocking || hasTask(b.ops)) continue;  // staged below
+    std::vector<BatchOp> dev, host;
+    for (BatchOp& o : b.ops) (o.device() ? dev : host).push_back(std::move(o));
+    b.ops = std::move(host);
+    cliqued.push_back({b.path, {&b.path->owner, nullptr, b.keepAlive}, std::move(dev)});
+  }
+  for (Cliqued& c : cliqued) c.batch.ops = &c.ops;
+  std::stable_sort(cliqued.begin(), cliqued.end(), [](const Cliqued& x, const Cliqued& y) {
+    return std::less<>()(x.path->cliqueKey, y.path->cliqueKey);
+  });
+  // Process cliques: the batches this process posts as a peer first (they never wait), then
+  // those it leads (which wait for their peers, who may be waiting for this group's posts).
+  std::stable_partition(cliqued.begin(), cliqued.end(), [](const Cliqued& c) {
+    return c.path->processClique && c.path->owner.deviceRank() != 0;
+  });
+  for (size_t i = 0; i < cliqued.size();) {
+    size_t j = i + 1;
+    if (!cliqued[i].path->processClique)
+      while (j < cliqued.size() && cliqued[j].path->cliqueKey == cliqued[i].path->cliqueKey) ++j;
+    std::vector<device::RankBatch> group;
+    for (size_t k = i; k < j; ++k) group.push_back(cliqued[k].batch);
+    note(cliqued[i].path->clique->submit(group));
+    i = j;
+  }
+  // Every other batch that touches device memory is one staged job on its stream.
+  for (DeviceBatch& b : batches) {
+    if (b.path->clique && blocking && !hasTask(b.ops)) continue;  // given to its clique above
+    if (std::none_of(b.ops.begin(), b.ops.end(), [](const BatchOp& o) { return o.device(); }))
+      continue;
+    const device::RankBatch rb{&b.path->owner, &b.ops, b.keepAlive};
+    note(b.path->staged->submit(std::span(&rb, 1)));
+    b.ops.clear();
+  }
+  return first;
+}
+
+void failDevicePath(DevicePath& path, const Status& why, bool abort) {
+  if (path.clique) path.clique->fail(why, abort);
+}
+
+}  // namespace tutti
