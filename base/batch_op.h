@@ -31,7 +31,7 @@ struct BatchOp {
   bool preMul = false;     ///< premultiply the input by `scalar` (one element of dtype) first
   std::array<std::byte, 8> scalar{};
   int root = 0;
-  int peer = -1;          ///< kSend / kRecv
+  int peer = -1;           ///< kSend / kRecv
   void* stream = nullptr;  ///< the cudaStream_t the operation is ordered on (nullptr: none)
   /// The send / receive buffer this rank uses is CUDA device memory (found once, at the call).
   bool sendDevice = false, recvDevice = false;

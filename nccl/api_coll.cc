@@ -93,7 +93,7 @@ ncclResult_t enqueue(BatchOp op, ncclDataType_t datatype, ncclRedOp_t redop, ncc
 }
 
 BatchOp collOp(const char* api, Coll coll, const void* send, void* recv, size_t count, int root,
-                 cudaStream_t stream) {
+               cudaStream_t stream) {
   BatchOp op;
   op.kind = BatchOp::Kind::kColl;
   op.api = api;
