@@ -76,8 +76,9 @@ class DeviceOwner {
   virtual bool deviceAborted() const = 0;
   /// True once the owner's communicator can run operations (its init finished).
   virtual bool deviceReady() const = 0;
-  /// Runs `task` on the owner's worker thread, in submission order.
-  virtual void post(std::function<void()> task) = 0;
+  /// Runs `task` on the owner's worker thread, in submission order. `what`: the batch's first
+  /// device operation, for hang reports (its preMulScalar is null).
+  virtual void post(std::function<void()> task, const CallArgs& what) = 0;
   /// Runs a batch on host memory on the worker: the host work of a staged job (tasks included).
   virtual Status runHost(std::vector<BatchOp>& ops) = 0;
   /// Records an error that happened after the call that caused it returned.

@@ -21,9 +21,9 @@
 #include "algorithms/selector.h"
 #include "base/arg_check.h"
 #include "base/task_queue.h"
+#include "core/batch.h"
 #include "core/bootstrap.h"
 #include "core/call_check.h"
-#include "core/device/staged.h"
 #include "core/engine.h"
 #include "core/hang_report.h"
 #include "core/peers.h"
@@ -48,7 +48,7 @@ class WorkState {
   Status status_;
 };
 
-class CommImpl final : public ExecHooks, public hang::Source {
+class CommImpl final : public ExecHooks, public hang::Source, public DeviceOwner {
  public:
   static Result<std::shared_ptr<CommImpl>> create(const bootstrap::IdData& id, int rank,
                                                   int nranks, const Options& options);
@@ -104,6 +104,18 @@ class CommImpl final : public ExecHooks, public hang::Source {
   /// ExecHooks: failure notices and report requests while a call waits.
   Status whileWaiting(const std::function<std::string()>& reportLine) override;
 
+  // DeviceOwner (core/stream_calls.cc): stream calls on device memory run on the staged
+  // executor, whose host work runs on the progress thread like an asynchronous call.
+  int deviceRank() const override { return rank_; }
+  int deviceRanks() const override { return nranks_; }
+  bool deviceAborted() const override { return abort_.load() || closing_.load(); }
+  bool deviceReady() const override { return true; }
+  void post(std::function<void()> task, const CallArgs& what) override {
+    queueTask(what, std::move(task));
+  }
+  Status runHost(std::vector<BatchOp>& ops) override;
+  void recordDeviceError(const Status& s) override { recordError(s); }
+
  private:
   CommImpl() = default;
   Status init(const bootstrap::IdData& id, const Options& options);
@@ -156,7 +168,7 @@ class CommImpl final : public ExecHooks, public hang::Source {
   PlanCache plans_;  // cleared whenever an override changes (execMu_)
   // Stream-ordered calls on device memory (core/stream_calls.cc): created at the first one.
   // Destroyed after the progress thread has ended (it runs the staged jobs).
-  std::shared_ptr<device::StagedQueue> staged_;
+  DevicePathPtr device_;
   std::atomic<bool> closing_{false};  // the destructor runs: staged jobs still waiting give up
 
   // Selection (core/selection.cc): the job's topology as a link model, the hierarchy groups

@@ -1,13 +1,10 @@
 // File: core/stream_calls.cc
 // The C++ API's stream-ordered calls (Communicator's overloads taking a stream): host memory runs
-// after the stream's earlier work; device memory is a job of the staged device executor
-// (core/device/staged.h) whose host work runs on the communicator's progress thread, in issue
-// order with its asynchronous calls.
-#include <cstdint>
-
+// after the stream's earlier work; device memory goes to the communicator's device path
+// (core/batch.h: the staged executor, whose host work runs on the progress thread in issue order
+// with the asynchronous calls), as the NCCL layer's calls do.
 #include "base/arg_check.h"
 #include "core/comm.h"
-#include "core/device/staged.h"
 
 namespace tutti::detail {
 
@@ -15,36 +12,42 @@ Status CommImpl::runOnStream(const CallArgs& a, void* stream) {
   if (!healthy()) TUTTI_TRY(failed());
   bool inPlace = false;
   TUTTI_TRY(check(a, &inPlace));
-  const device::MemoryKind in = device::memoryKind(a.send), out = device::memoryKind(a.recv);
-  if (!in.device && !out.device) {
-    TUTTI_TRY(device::syncStream(stream, a.api));
+  BatchOp op;
+  op.kind = a.coll != Coll::kSendRecv ? BatchOp::Kind::kColl
+            : a.sendPeer >= 0         ? BatchOp::Kind::kSend
+                                      : BatchOp::Kind::kRecv;
+  op.coll = a.coll;
+  op.send = a.send;
+  op.recv = a.recv;
+  op.count = a.count;
+  op.dtype = a.dtype;
+  op.op = a.op;
+  op.root = a.root;
+  op.peer = op.kind == BatchOp::Kind::kSend ? a.sendPeer : a.recvPeer;
+  op.stream = stream;
+  op.api = a.api;
+  findMemoryKinds(op, rank_, nranks_);
+  if (!op.device()) {
+    TUTTI_TRY(syncStream(stream, a.api));
     return runChecked(a);
   }
-  if (a.count == 0) return Status::ok();
-  const auto [inBytes, outBytes] = bufferBytes(a, rank_, nranks_);
-  device::StagedJob job;
-  job.api = a.api;
-  job.stream = stream;
-  const auto send = reinterpret_cast<uintptr_t>(a.send);
-  const auto recv = reinterpret_cast<uintptr_t>(a.recv);
-  if (in.device && inBytes > 0) job.inputs.push_back({send, send + inBytes});
-  if (out.device && outBytes > 0) job.outputs.push_back({recv, recv + outBytes});
-  // The host work: the call on the staging (an in-place call's two pointers land on one block),
-  // executed on the progress thread like an asynchronous call.
-  job.bind = [this, a, inPlace, in, out](const std::function<std::byte*(uintptr_t)>& host) {
-    CallArgs h = a;
-    if (in.device && h.send) h.send = host(reinterpret_cast<uintptr_t>(a.send));
-    if (out.device && h.recv) h.recv = host(reinterpret_cast<uintptr_t>(a.recv));
-    return std::function<Status()>([this, h, inPlace] {
-      std::lock_guard<std::mutex> lock(execMu_);
-      return execute(h, inPlace);
-    });
-  };
-  job.post = [this, a](std::function<void()> task) { queueTask(a, std::move(task)); };
-  job.onFailure = [this](const Status& s) { recordError(s); };
-  job.aborted = [this] { return abort_.load() || closing_.load(); };
-  if (!staged_) staged_ = device::makeStagedQueue();
-  return staged_->enqueue(std::move(job));
+  if (!device_) device_ = makeDevicePath(*this);
+  DeviceBatch batch{device_.get(), nullptr, {}};
+  batch.ops.push_back(std::move(op));
+  return submitDevice(std::span(&batch, 1), true);
+}
+
+Status CommImpl::runHost(std::vector<BatchOp>& ops) {
+  // The calls on the staging (an in-place call's two pointers land on one block, so the in-place
+  // form is found again on the host addresses).
+  Status first;
+  for (const BatchOp& op : ops) {
+    const CallArgs h = op.callArgs();
+    std::lock_guard<std::mutex> lock(execMu_);
+    Status s = execute(h, inPlaceOf(h, rank_, nranks_));
+    if (first.isOk() && !s.isOk()) first = s;
+  }
+  return first;
 }
 
 }  // namespace tutti::detail

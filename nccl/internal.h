@@ -96,7 +96,9 @@ struct CommState final : DeviceOwner {
   int deviceRanks() const override { return nranks; }
   bool deviceAborted() const override { return aborted.load(); }
   bool deviceReady() const override { return ready.load(); }
-  void post(std::function<void()> task) override { worker.submit(std::move(task)); }
+  void post(std::function<void()> task, const CallArgs&) override {
+    worker.submit(std::move(task));
+  }
   Status runHost(std::vector<BatchOp>& ops) override;
   void recordDeviceError(const Status& s) override;
 };

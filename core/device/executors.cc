@@ -117,7 +117,9 @@ class StagedExecutor final : public Executor {
       }
       return [owner, batch = std::move(ops)]() mutable { return owner->runHost(batch); };
     };
-    job.post = [owner](std::function<void()> task) { owner->post(std::move(task)); };
+    CallArgs what = lead->callArgs();
+    what.preMulScalar = nullptr;  // the operation moves into the job
+    job.post = [owner, what](std::function<void()> task) { owner->post(std::move(task), what); };
     job.onFailure = [owner](const Status& st) { owner->recordDeviceError(st); };
     job.aborted = [owner] { return owner->deviceAborted(); };
     job.keepAlive = b.keepAlive;
