@@ -26,6 +26,7 @@
 #include "bench/perf_colls.h"
 #include "bench/perf_report.h"
 #include "bench/perf_setup.h"
+#include "bench/perf_soak.h"
 
 namespace tutti::bench {
 namespace {
@@ -117,6 +118,12 @@ int parseCommandLine(int argc, char** argv, Config& cfg) {
       ->check(CLI::Range(1, 1024));
   app.add_option("-t,--nthreads", cfg.nthreads, "nccl-tests compatibility: must be 1")
       ->check(CLI::Range(1, 1));
+  app.add_option("--soak", cfg.soakSec,
+                 "seconds of random cases (every collective, algorithm, dtype, op, root, in or "
+                 "out of place; sizes log-uniform up to -e), each checked, with memory, file "
+                 "descriptor and thread counts compared after a warm-up and at the end")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--seed", cfg.seed, "the soak's random cases (the same on every rank)");
   app.add_option("-g,--ngpus", cfg.ngpus, "nccl-tests compatibility: must be 1")
       ->check(CLI::Range(1, 1));
   try {
@@ -387,6 +394,7 @@ int runRank(const Config& cfg, Result<Communicator> created) {
     if (comm.rank() == 0) std::fprintf(stderr, "tutti-perf: %s\n", plan.status().message().c_str());
     return 2;
   }
+  if (cfg.soakSec > 0) return runSoak(comm, cfg);
   const Coll c = plan->coll->coll;
   std::vector<std::string> names;  // "" = the selector
   if (cfg.algo == "all") {
