@@ -16,7 +16,14 @@ struct TaskQueue::Shared {
   bool stop = false;
 };
 
+namespace {
+// The queue whose thread this is (nullptr on other threads).
+thread_local const void* tQueue = nullptr;
+}  // namespace
+
 TaskQueue::TaskQueue() : sh_(std::make_shared<Shared>()) {}
+
+bool TaskQueue::onThread() const { return tQueue == sh_.get(); }
 
 TaskQueue::~TaskQueue() { stop(std::chrono::hours(24), false); }
 
@@ -26,6 +33,7 @@ void TaskQueue::submit(std::function<void()> task) {
   sh_->queue.push_back(std::move(task));
   if (!thread_.joinable()) {
     thread_ = std::thread([sh = sh_, pending = pending_] {
+      tQueue = sh.get();
       std::unique_lock<std::mutex> lock(sh->mu);
       for (;;) {
         sh->cv.wait(lock, [&] { return sh->stop || !sh->queue.empty(); });

@@ -1,7 +1,7 @@
 // File: base/task_queue.h
 // A thread that runs tasks in submission order, started on first use: a communicator's progress
-// thread (its asynchronous calls and staged device jobs, core/comm.h) and the NCCL layer's
-// per-communicator worker (nonblocking communicators, multi-communicator groups, staged jobs).
+// thread (its asynchronous calls and staged device jobs, core/comm.h), which the NCCL layer
+// shares as its per-communicator worker (nonblocking communicators, multi-communicator groups).
 // Thread-safety: every method may be called from any thread.
 #pragma once
 
@@ -26,6 +26,8 @@ class TaskQueue {
   void drain();
   /// Number of tasks submitted and not yet finished (one atomic load).
   int pending() const { return pending_->load(std::memory_order_acquire); }
+  /// Whether the caller is a task of this queue (which must not drain it).
+  bool onThread() const;
   /// Lets queued tasks finish (waiting at most `wait`), then ends the thread. With
   /// `detachIfBusy`, a task still running then (an uninterruptible bootstrap) is left to finish on
   /// its own thread, which owns everything it touches. Called from a task of this queue (its last

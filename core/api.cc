@@ -86,6 +86,13 @@ Result<UniqueId> freshUniqueId(bool allLocal) {
   return idWithRootAt(addr);
 }
 
+Result<Communicator> createCommunicator(const UniqueId& id, int rank, int nranks,
+                                        std::shared_ptr<TaskQueue> worker) {
+  TUTTI_TRY_ASSIGN(auto data, bootstrap::decodeId(id));
+  TUTTI_TRY_ASSIGN(auto impl, CommImpl::create(data, rank, nranks, Options{}, std::move(worker)));
+  return detail::CommAccess::wrap(std::move(impl));
+}
+
 std::chrono::milliseconds defaultBootstrapTimeout() { return bootstrapTimeout(Options{}); }
 
 bool launcherSaysLocal() {

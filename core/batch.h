@@ -26,6 +26,7 @@
 
 #include "base/batch_op.h"
 #include "base/collectives.h"
+#include "base/task_queue.h"
 
 namespace tutti {
 
@@ -49,6 +50,12 @@ double predictBatchUs(const Communicator& comm, std::span<const CallArgs> ops);
 /// TUTTI_FUSION_BYTES (default 64 KiB): the largest fused buffer, and so the largest allreduce
 /// that is fused; 0 disables fusion.
 size_t fusionBytes();
+
+/// Communicator::create whose progress thread is `worker`, the caller's own task queue: one
+/// thread per communicator runs the caller's queued work and the communicator's. The caller
+/// stops `worker` before it lets go of the communicator. Errors as Communicator::create.
+Result<Communicator> createCommunicator(const UniqueId& id, int rank, int nranks,
+                                        std::shared_ptr<TaskQueue> worker);
 
 // ---- The device path ----
 

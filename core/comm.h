@@ -50,8 +50,11 @@ class WorkState {
 
 class CommImpl final : public ExecHooks, public hang::Source, public DeviceOwner {
  public:
+  /// `progress`: the progress thread's queue, shared with the layer above (the NCCL layer's
+  /// worker); nullptr makes one.
   static Result<std::shared_ptr<CommImpl>> create(const bootstrap::IdData& id, int rank,
-                                                  int nranks, const Options& options);
+                                                  int nranks, const Options& options,
+                                                  std::shared_ptr<TaskQueue> progress = nullptr);
   ~CommImpl();
 
   int rank() const { return rank_; }
@@ -122,7 +125,10 @@ class CommImpl final : public ExecHooks, public hang::Source, public DeviceOwner
   Status check(const CallArgs& a, bool* inPlace) const;
   Status execute(const CallArgs& a, bool inPlace);
   Result<Plan*> plan(const CallArgs& a, bool inPlace);
-  void drainQueue() { progress_.drain(); }
+  /// Waits for the queued tasks, unless called from one (a task runs after those before it).
+  void drainQueue() {
+    if (!progress_->onThread()) progress_->drain();
+  }
   /// Queues `task` for the progress thread; `a` names it in hang reports.
   void queueTask(const CallArgs& a, std::function<void()> task);
   void selectAlgorithm(Coll coll, const std::string& name);  // "" = default
@@ -191,9 +197,11 @@ class CommImpl final : public ExecHooks, public hang::Source, public DeviceOwner
   CallArgs lastChecked_{.api = nullptr};  // the last blocking call that passed check() (execMu_)
   bool lastInPlace_ = false;
   std::mutex execMu_;  // one plan executes at a time
-  // The progress thread's queue (asynchronous calls, staged device jobs): run() skips
-  // drainQueue() while progress_.pending() is 0. Stopped first in the destructor.
-  TaskQueue progress_;
+  // The progress thread's queue (asynchronous calls, staged device jobs; the NCCL layer's
+  // worker tasks when it shares it): run() skips drainQueue() while pending() is 0. Stopped first
+  // in the destructor.
+  std::shared_ptr<TaskQueue> progress_;
+  bool ownsProgress_ = true;
   std::mutex argsMu_;
   std::deque<CallArgs> queuedArgs_;  // the queued tasks' calls, not yet started (hang reports)
 
@@ -218,6 +226,7 @@ class CommImpl final : public ExecHooks, public hang::Source, public DeviceOwner
 /// header (core/batch.h). Null for a moved-from communicator.
 struct CommAccess {
   static CommImpl* get(const Communicator& c) { return c.impl_.get(); }
+  static Communicator wrap(std::shared_ptr<CommImpl> impl) { return Communicator(std::move(impl)); }
 };
 
 }  // namespace tutti::detail

@@ -61,7 +61,8 @@ Status WorkState::status() const {
 // ---- creation ----
 
 Result<std::shared_ptr<CommImpl>> CommImpl::create(const bootstrap::IdData& id, int rank,
-                                                   int nranks, const Options& options) {
+                                                   int nranks, const Options& options,
+                                                   std::shared_ptr<TaskQueue> progress) {
   log::init();
   if (nranks < 1) return invalidArgument("Communicator::create: nranks must be >= 1 (nranks={})", nranks);
   if (rank < 0 || rank >= nranks)
@@ -69,6 +70,8 @@ Result<std::shared_ptr<CommImpl>> CommImpl::create(const bootstrap::IdData& id, 
   std::shared_ptr<CommImpl> c(new CommImpl());
   c->rank_ = rank;
   c->nranks_ = nranks;
+  c->ownsProgress_ = !progress;
+  c->progress_ = progress ? std::move(progress) : std::make_shared<TaskQueue>();
   log::setRank(rank);
   TUTTI_TRY(c->init(id, options));
   return c;
@@ -140,7 +143,9 @@ Status CommImpl::init(const bootstrap::IdData& id, const Options& options) {
 CommImpl::~CommImpl() {
   closing_.store(true);
   finishDiagnostics();
-  progress_.stop(std::chrono::hours(24), false);  // the queued tasks run (and fail fast) first
+  // The queued tasks run (and fail fast) first. A shared queue is its owner's to stop: its owner
+  // stops it before letting go of this communicator.
+  if (ownsProgress_) progress_->stop(std::chrono::hours(24), false);
 }
 
 std::string CommImpl::transportTo(int peer) const {
@@ -325,7 +330,7 @@ Status CommImpl::execute(const CallArgs& a, bool inPlace) {
 Status CommImpl::run(const CallArgs& a) {
   if (!healthy()) TUTTI_TRY(failed());
   bool inPlace = false;
-  if (progress_.pending() != 0) {  // asynchronous work first
+  if (progress_->pending() != 0) {  // asynchronous work first
     TUTTI_TRY(check(a, &inPlace));
     drainQueue();
     std::lock_guard<std::mutex> lock(execMu_);
@@ -348,7 +353,7 @@ Status CommImpl::run(const CallArgs& a) {
 Status CommImpl::runChecked(const CallArgs& a) {
   if (!healthy()) TUTTI_TRY(failed());
   const bool inPlace = inPlaceOf(a, rank_, nranks_);
-  if (progress_.pending() != 0) drainQueue();
+  if (progress_->pending() != 0) drainQueue();
   std::lock_guard<std::mutex> lock(execMu_);
   return execute(a, inPlace);
 }
@@ -369,7 +374,7 @@ void CommImpl::queueTask(const CallArgs& a, std::function<void()> task) {
   // One lock around both, so that the labels keep the tasks' order.
   std::lock_guard<std::mutex> lock(argsMu_);
   queuedArgs_.push_back(a);
-  progress_.submit([this, task = std::move(task)] {
+  progress_->submit([this, task = std::move(task)] {
     {
       std::lock_guard<std::mutex> lock(argsMu_);
       queuedArgs_.pop_front();

@@ -78,7 +78,7 @@ int currentDevice() {
 // Joins the rendezvous and publishes the communicator.
 Status joinComm(CommState& s, const UniqueId& id) {
   TUTTI_TRY(maybeHostFixedRoot(id, s.rank));
-  auto c = Communicator::create(id, s.rank, s.nranks);
+  auto c = createCommunicator(id, s.rank, s.nranks, s.worker);
   if (!c.isOk()) {
     s.recordAsync(c.status());
     return c.status();
@@ -367,7 +367,7 @@ NCCL_API(ncclResult_t, ncclCommDestroy, ncclComm_t comm) {
   auto s = checkComm(comm, "ncclCommDestroy");
   if (!s.isOk()) return fail(s.status());
   CommState* st = s.value();
-  st->worker.stop(std::chrono::hours(24), false);  // pending operations complete first
+  st->worker->stop(std::chrono::hours(24), false);  // pending operations complete first
   // A peer still waiting for this rank's call in a clique would wait forever.
   failDevicePath(*st->device, invalidUsage("rank {}'s communicator was destroyed", st->rank),
                  false);
@@ -386,7 +386,7 @@ NCCL_API(ncclResult_t, ncclCommAbort, ncclComm_t comm) {
   failDevicePath(*st->device, invalidUsage("rank {} was aborted (ncclCommAbort)", st->rank), true);
   if (st->ready.load()) st->comm.abort();  // running operations fail within milliseconds
   // An init still in its rendezvous cannot be interrupted: leave it to finish on its own.
-  st->worker.stop(std::chrono::seconds(2), true);
+  st->worker->stop(std::chrono::seconds(2), true);
   for (int i = 0; i < 5000 && st->activeCalls.load() > 0; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   comm->magic = 0;
@@ -570,7 +570,7 @@ NCCL_API(ncclResult_t, ncclCommGetAsyncError, ncclComm_t comm, ncclResult_t* asy
   if (!s.isOk()) return fail(s.status());
   if (!asyncError) return fail(invalidArgument("ncclCommGetAsyncError: asyncError is NULL"));
   CommState* st = s.value();
-  if (st->worker.pending() > 0) {
+  if (st->worker->pending() > 0) {
     *asyncError = ncclInProgress;
     return ncclSuccess;
   }

@@ -192,7 +192,7 @@ NCCL_API(ncclResult_t, ncclCommSuspend, ncclComm_t comm, int flags) {
   if (!s.isOk()) return fail(s.status());
   if (flags & ~NCCL_SUSPEND_MEM)
     return fail(invalidArgument("ncclCommSuspend: unknown flags {:#x}", flags), s.value());
-  s.value()->worker.drain();
+  s.value()->worker->drain();
   s.value()->suspended.store(true);
   return ncclSuccess;
 }

@@ -60,7 +60,7 @@ Status runConcurrently(
   join->remaining = batches.size() - 1;
   for (size_t b = 1; b < batches.size(); ++b) {
     auto comm = batches[b].first;
-    comm->worker.submit([comm, ops = std::move(batches[b].second), join, fusion]() mutable {
+    comm->worker->submit([comm, ops = std::move(batches[b].second), join, fusion]() mutable {
       Status st = runBatch(*comm, ops, fusion);
       if (!st.isOk()) fail(st, comm.get());
       std::lock_guard<std::mutex> lock(join->mu);
@@ -142,7 +142,7 @@ ncclResult_t submit(const std::shared_ptr<CommState>& comm, BatchOp op) {
     return fail(submitDevice(std::span(&batch, 1), comm->config.blocking), comm.get());
   }
   if (!comm->config.blocking) {
-    comm->worker.submit([comm, op = std::move(op)]() mutable {
+    comm->worker->submit([comm, op = std::move(op)]() mutable {
       std::vector<BatchOp> v;
       v.push_back(std::move(op));
       Status s = runBatch(*comm, v, fusionBytes());
@@ -153,7 +153,7 @@ ncclResult_t submit(const std::shared_ptr<CommState>& comm, BatchOp op) {
     });
     return ncclInProgress;
   }
-  comm->worker.drain();
+  comm->worker->drain();
   std::vector<BatchOp> v;
   v.push_back(std::move(op));
   return fail(runBatch(*comm, v, fusionBytes()), comm.get());
@@ -245,7 +245,7 @@ NCCL_API(ncclResult_t, ncclGroupEnd, void) {
   const size_t fusion = fusionBytes();
   if (nonblocking) {
     for (auto& [comm, batch] : batches) {
-      comm->worker.submit([comm, batch = std::move(batch), fusion]() mutable {
+      comm->worker->submit([comm, batch = std::move(batch), fusion]() mutable {
         Status s = runBatch(*comm, batch, fusion);
         if (!s.isOk()) {
           fail(s, comm.get());
@@ -255,7 +255,7 @@ NCCL_API(ncclResult_t, ncclGroupEnd, void) {
     }
     return staged.isOk() ? ncclInProgress : fail(staged);
   }
-  for (auto& b : batches) b.first->worker.drain();
+  for (auto& b : batches) b.first->worker->drain();
   if (batches.size() == 1) {
     Status s = runBatch(*batches[0].first, batches[0].second, fusion);
     return fail(staged.isOk() ? s : staged, batches[0].first.get());

@@ -86,7 +86,12 @@ struct CommState final : DeviceOwner {
   /// stopped when the path is released.
   DevicePathPtr device = makeDevicePath(*this);
 
-  TaskQueue worker;  ///< nonblocking communicators, multi-communicator groups, staged jobs
+  /// Nonblocking communicators, multi-communicator groups, staged jobs: the communicator's own
+  /// progress thread too (core/batch.h, createCommunicator), so one thread per communicator.
+  const std::shared_ptr<TaskQueue> worker = std::make_shared<TaskQueue>();
+
+  /// Stops the worker before the device path and the communicator go (it runs their work).
+  ~CommState() override { worker->stop(std::chrono::hours(24), false); }
 
   void recordAsync(const Status& s);
   Status asyncError() const;
@@ -97,7 +102,7 @@ struct CommState final : DeviceOwner {
   bool deviceAborted() const override { return aborted.load(); }
   bool deviceReady() const override { return ready.load(); }
   void post(std::function<void()> task, const CallArgs&) override {
-    worker.submit(std::move(task));
+    worker->submit(std::move(task));
   }
   Status runHost(std::vector<BatchOp>& ops) override;
   void recordDeviceError(const Status& s) override;
