@@ -118,7 +118,7 @@ Status CommImpl::calibrate(const std::vector<int>& hostOfRank) {
     if (hostOfRank[r] == myHost) local.push_back(r);
   // A job whose host-mates meet over tcp measures other links than one over shm: its own file.
   const std::string via =
-      onHostTransport_.empty() || onHostTransport_ == "shm" ? "" : "-" + onHostTransport_;
+      selection_.onHostTransport().empty() || selection_.onHostTransport() == "shm" ? "" : "-" + selection_.onHostTransport();
   const std::string path = fmt::format("{}/calibration-{}-{}r{}.json", cacheDir(), hostName(),
                                        local.size(), via);
 
@@ -129,7 +129,7 @@ Status CommImpl::calibrate(const std::vector<int>& hostOfRank) {
     std::stringstream ss;
     if (in) ss << in.rdbuf();
     auto j = nlohmann::json::parse(ss.str(), nullptr, false, true);
-    algo::LinkModel probe = model_;
+    algo::LinkModel probe = selection_.model();
     if (j.is_object() && j.contains("links") &&
         algo::applyLinkText(ss.str(), path, probe).isOk())
       cached = j["links"].dump();
@@ -151,8 +151,8 @@ Status CommImpl::calibrate(const std::vector<int>& hostOfRank) {
       TUTTI_TRY_ASSIGN(double s, calibrationPingPong(peer, leader, kSmall, iters[0]));
       TUTTI_TRY_ASSIGN(double m, calibrationPingPong(peer, leader, kMid, iters[1]));
       TUTTI_TRY_ASSIGN(double l, calibrationPingPong(peer, leader, kLarge, iters[2]));
-      mine[algo::linkClassName(model_.linkClass(rank_, peer))] =
-          fitLink(s, m, l, model_.link(rank_, peer).overheadUs);
+      mine[algo::linkClassName(selection_.model().linkClass(rank_, peer))] =
+          fitLink(s, m, l, selection_.model().link(rank_, peer).overheadUs);
       return Status::ok();
     };
     // 2. shm pairs, all at once.
@@ -220,7 +220,7 @@ Status CommImpl::calibrate(const std::vector<int>& hostOfRank) {
     }
   }
   const nlohmann::json file = {{"links", links}};
-  TUTTI_TRY(algo::applyLinkText(file.dump(), "calibration", model_));
+  TUTTI_TRY(algo::applyLinkText(file.dump(), "calibration", selection_.model()));
   const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
   TUTTI_LOG_INFO(Subsys::kTuning, "calibrate: {} in {:.1f} ms: {}",
                  useCache ? "loaded " + path : std::string("measured"), ms, links.dump());

@@ -2,7 +2,7 @@
 // CommImpl: the state behind tutti::Communicator, in parts: its peers (PeerSet, core/peers.h:
 // the bootstrap ring, transports and one connection per peer), its plans (PlanCache,
 // core/plan_cache.h), its progress thread (TaskQueue: asynchronous calls and staged device jobs
-// in issue order), selection and calibration (core/selection.cc, core/calibrate.cc),
+// in issue order), selection (Selection, core/selection.h) and calibration (core/calibrate.cc),
 // diagnostics (core/comm_diag.cc: stats, trace, hang reports, failure notices) and the error
 // state. The entry points: run (blocking), runAsync, runOnStream (core/stream_calls.cc), and
 // runChecked / runPlan / planFor for the batch entry (core/batch.cc).
@@ -28,6 +28,7 @@
 #include "core/hang_report.h"
 #include "core/peers.h"
 #include "core/plan_cache.h"
+#include "core/selection.h"
 #include "core/stats.h"
 #include "transports/transport.h"
 #include <tutti/tutti.hpp>
@@ -94,9 +95,8 @@ class CommImpl final : public ExecHooks, public hang::Source, public DeviceOwner
   std::vector<std::byte>& batchStaging() { return plans_.batchStaging(); }
   Status setAlgorithm(Coll coll, const std::string& name);
   Result<std::string> loadSchedule(const std::string& path);
-  /// The selector's decision for a call of this shape (cached; core/selection.cc).
-  Result<algo::Decision> decide(const algo::CollShape& shape, const char* api);
-  /// decide() for Communicator::algorithmFor, after checking the arguments.
+  /// The selector's decision (core/selection.h) for Communicator::algorithmFor, after checking
+  /// the arguments.
   Result<algo::Decision> explain(Coll coll, size_t count, DataType dtype, RedOp op, int root,
                                  bool inPlace);
 
@@ -132,7 +132,6 @@ class CommImpl final : public ExecHooks, public hang::Source, public DeviceOwner
   /// Queues `task` for the progress thread; `a` names it in hang reports.
   void queueTask(const CallArgs& a, std::function<void()> task);
   void selectAlgorithm(Coll coll, const std::string& name);  // "" = default
-  Status initSelection();  // topology allgather, link model, overrides (core/selection.cc)
   /// TUTTI_CALIBRATE: fits model_ by ping-pongs or loads the per-host cache (core/calibrate.cc).
   /// hostOfRank: a host index per rank. Collective over all ranks.
   Status calibrate(const std::vector<int>& hostOfRank);
@@ -169,7 +168,6 @@ class CommImpl final : public ExecHooks, public hang::Source, public DeviceOwner
   ExecContext exec_;
   std::atomic<bool> abort_{false};
   uint64_t seq_ = 0;  // collectives issued (the API's sequence number)
-  std::map<Coll, std::string> algoOverride_;  // changing it clears plans_ (see selectAlgorithm)
 
   PlanCache plans_;  // cleared whenever an override changes (execMu_)
   // Stream-ordered calls on device memory (core/stream_calls.cc): created at the first one.
@@ -177,18 +175,8 @@ class CommImpl final : public ExecHooks, public hang::Source, public DeviceOwner
   DevicePathPtr device_;
   std::atomic<bool> closing_{false};  // the destructor runs: staged jobs still waiting give up
 
-  // Selection (core/selection.cc): the job's topology as a link model, the hierarchy groups
-  // (CollShape::hostOf), TUTTI_ALGO / NCCL_ALGO, and the decisions per call shape (cleared with
-  // plans_).
-  algo::LinkModel model_;
-  std::string onHostTransport_;  // how ranks of one host are joined: "shm", "tcp", "mixed", ""
-  std::vector<std::byte> calibBuf_;  // ping-pong buffer (init only)
-  std::vector<int> hostOf_;
-  size_t streamBytes_ = 0;  // output bytes per rank from which Plan::streaming is set; 0: never
-  algo::AlgoOverrides envAlgo_;
-  using DecisionKey = std::tuple<int, size_t, int, int, int, bool>;
-  std::map<DecisionKey, algo::Decision> decisions_;
-  std::mutex decisionMu_;  // decide() is also called from Communicator::algorithmFor
+  Selection selection_;  // the link model, overrides and decisions (core/selection.h)
+  std::vector<std::byte> calibBuf_;  // calibration's ping-pong buffer (init only)
 
   mutable std::mutex errMu_;
   Status firstError_;

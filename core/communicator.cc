@@ -128,7 +128,9 @@ Status CommImpl::init(const bootstrap::IdData& id, const Options& options) {
                    net_->peers()[rank_].hostname, summary);
   }
 
-  TUTTI_TRY(initSelection());
+  TUTTI_TRY(selection_.init(*net_, rank_, nranks_, [this](const std::vector<int>& hostOfRank) {
+    return calibrate(hostOfRank);
+  }));
 
   for (auto& path : split(kScheduleFile.get(), ',')) {
     path = trim(path);
@@ -199,12 +201,26 @@ Status CommImpl::setAlgorithm(Coll coll, const std::string& name) {
 }
 
 void CommImpl::selectAlgorithm(Coll coll, const std::string& name) {
-  if (name.empty()) algoOverride_.erase(coll);
-  else algoOverride_[coll] = name;
+  selection_.setOverride(coll, name);
   plans_.clear();  // cached plans may have been built with the previous choice
-  std::lock_guard<std::mutex> lock(decisionMu_);
-  decisions_.clear();
 }
+
+Result<algo::Decision> CommImpl::explain(Coll coll, size_t count, DataType dtype, RedOp op,
+                                         int root, bool inPlace) {
+  if (count == 0 && coll != Coll::kBarrier)
+    return invalidArgument("algorithmFor: count 0 runs no algorithm");
+  if (!isValid(dtype) || !isValid(op))
+    return invalidArgument("algorithmFor: invalid dtype or op (dtype={}, op={})",
+                           static_cast<int>(dtype), static_cast<int>(op));
+  if (root < 0 || root >= nranks_)
+    return invalidArgument("algorithmFor: root {} is outside [0, {})", root, nranks_);
+  if (coll == Coll::kSendRecv)
+    return invalidArgument("algorithmFor: point-to-point calls run no algorithm");
+  algo::CollShape shape{coll, rank_, nranks_, count, dtype, op, root, inPlace};
+  shape.hostOf = selection_.hostOf();
+  return selection_.decide(shape, "algorithmFor");
+}
+
 
 Result<std::string> CommImpl::loadSchedule(const std::string& path) {
   // Once per process and path: several communicators may load the same file.
@@ -251,8 +267,8 @@ Result<Plan*> CommImpl::plan(const CallArgs& a, bool inPlace) {
                        .count = a.count});
     p->schedule.rounds.push_back(std::move(round));
   } else {
-    shape.hostOf = hostOf_;
-    TUTTI_TRY_ASSIGN(algo::Decision decision, decide(shape, a.api));
+    shape.hostOf = selection_.hostOf();
+    TUTTI_TRY_ASSIGN(algo::Decision decision, selection_.decide(shape, a.api));
     const algo::AlgorithmInfo* info = decision.algo;
     if (info->loaded) {  // user-supplied: prove it for this size and count before running it
       Status v = algo::verifyAlgorithm(*info, shape);
@@ -283,8 +299,8 @@ Result<Plan*> CommImpl::plan(const CallArgs& a, bool inPlace) {
   // receives. Receives only in an allreduce: there the receiving rank also streams its input and
   // the reductions through the cache; for the copy-only collectives (broadcast, allgather,
   // alltoall) 2 ranks measured 10-30% slower with it.
-  if (streamBytes_ > 0 &&
-      algo::bufferCount(shape, algo::Buf::kOutput) * p->elemBytes >= streamBytes_)
+  if (const size_t stream = selection_.streamBytes();
+      stream > 0 && algo::bufferCount(shape, algo::Buf::kOutput) * p->elemBytes >= stream)
     p->streaming = algo::lastTouchWrites(p->schedule, inPlace, a.coll == Coll::kAllReduce);
   TUTTI_TRY_ASSIGN(Plan * raw, plans_.insert(key, std::move(p), a.api));
   TUTTI_LOG_INFO(Subsys::kColl, "{}: plan '{}' for count={} dtype={} op={} root={} inPlace={}",

@@ -1,16 +1,13 @@
 // File: core/selection.cc
-// How a communicator chooses algorithms: at init every rank's topology summary is allgathered
-// over the bootstrap (or TUTTI_TOPO_FILE's placement is used when it describes this job's ranks),
-// the link model is built from it (plus TUTTI_LINK_FILE and, with TUTTI_CALIBRATE=1, measured
-// parameters), and TUTTI_ALGO / NCCL_ALGO are parsed; per call shape the selector
-// (algorithms/selector.h) picks the algorithm, the decision is cached and logged (TUNING).
+// How a communicator chooses algorithms (core/selection.h).
+#include "core/selection.h"
+
 #include <algorithm>
 
 #include "algorithms/link_model.h"
 #include "base/env.h"
 #include "base/host_id.h"
 #include "base/log.h"
-#include "core/comm.h"
 #include "topology/topology.h"
 
 namespace tutti::detail {
@@ -33,7 +30,8 @@ TUTTI_PARAM_INT(kStreamBytes, "TUTTI_STREAM_BYTES", nullptr, "CORE", -1,
 
 }  // namespace
 
-Status CommImpl::initSelection() {
+Status Selection::init(PeerSet& net, int rank, int nranks,
+                       const std::function<Status(const std::vector<int>&)>& calibrate) {
   // Local topology: TUTTI_TOPO_FILE or the probe. A file the user named must load; a probe
   // failure only costs the model its hardware details.
   topo::Topology local;
@@ -47,22 +45,22 @@ Status CommImpl::initSelection() {
                    loaded.status().message());
     local.hosts.push_back(topo::Host{.name = hostName()});
   }
-  std::vector<int> hostOfRank(nranks_);  // each rank's host, named by its first rank
-  for (int r = 0; r < nranks_; ++r)
+  std::vector<int> hostOfRank(nranks);  // each rank's host, named by its first rank
+  for (int r = 0; r < nranks; ++r)
     for (int q = 0; q <= r; ++q)
-      if (net_->peers()[q].hostId == net_->peers()[r].hostId) {
+      if (net.peers()[q].hostId == net.peers()[r].hostId) {
         hostOfRank[r] = q;
         break;
       }
-  const int firstOnHost = hostOfRank[rank_];
+  const int firstOnHost = hostOfRank[rank];
   {
     // The streaming size: once the outputs of this host's ranks fill its last-level cache, a
     // write whose range nothing reads back only costs a read-for-ownership by being cached.
     const long set = kStreamBytes.get();
     // This rank's host: the probe's only host, or where TUTTI_TOPO_FILE places this rank.
     size_t host = 0;
-    if (local.ranks.size() == static_cast<size_t>(nranks_))
-      host = static_cast<size_t>(std::max(local.ranks[rank_].host, 0));
+    if (local.ranks.size() == static_cast<size_t>(nranks))
+      host = static_cast<size_t>(std::max(local.ranks[rank].host, 0));
     size_t llc = 0;
     int level = 0;
     if (host < local.hosts.size())
@@ -76,18 +74,18 @@ Status CommImpl::initSelection() {
   }
   // Always exchange, so that every rank makes the same bootstrap calls whatever its files say.
   TUTTI_TRY_ASSIGN(auto summaries,
-                   net_->boot().allGather(topo::rankSummary(local, net_->peers()[rank_].hostId,
-                                                      firstOnHost == rank_,
+                   net.boot().allGather(topo::rankSummary(local, net.peers()[rank].hostId,
+                                                      firstOnHost == rank,
                                                       topo::currentNumaNode(local), -1)));
   topo::Topology world;
-  if (local.ranks.size() == static_cast<size_t>(nranks_)) {
+  if (local.ranks.size() == static_cast<size_t>(nranks)) {
     world = local;  // the file places this job's ranks: emulate that machine
     TUTTI_LOG_INFO(Subsys::kTopo, "init: using TUTTI_TOPO_FILE's placement of {} ranks on {} hosts",
-                   nranks_, world.hosts.size());
+                   nranks, world.hosts.size());
   } else {
     if (!local.ranks.empty())
       TUTTI_LOG_WARN(Subsys::kTopo, "init: TUTTI_TOPO_FILE places {} ranks, this job has {}: "
-                     "using the job's own placement", local.ranks.size(), nranks_);
+                     "using the job's own placement", local.ranks.size(), nranks);
     TUTTI_TRY_ASSIGN(world, topo::assemble(summaries));
     world.links = local.links;
     world.reduceGBps = local.reduceGBps;
@@ -99,12 +97,12 @@ Status CommImpl::initSelection() {
   // see the same model, so each says how its own host-mates are connected and all combine it.
   {
     std::string mine;
-    for (int p = 0; p < nranks_; ++p) {
-      if (p == rank_ || hostOfRank[p] != hostOfRank[rank_]) continue;
-      if (mine.empty()) mine = net_->transportName(p);
-      else if (mine != net_->transportName(p)) mine = "mixed";
+    for (int p = 0; p < nranks; ++p) {
+      if (p == rank || hostOfRank[p] != hostOfRank[rank]) continue;
+      if (mine.empty()) mine = net.transportName(p);
+      else if (mine != net.transportName(p)) mine = "mixed";
     }
-    TUTTI_TRY_ASSIGN(auto all, net_->boot().allGather(mine));
+    TUTTI_TRY_ASSIGN(auto all, net.boot().allGather(mine));
     std::string onHost;
     for (const auto& t : all) {
       if (t.empty()) continue;
@@ -117,7 +115,7 @@ Status CommImpl::initSelection() {
                      "them as {}", onHost, algo::linkClassName(*cls));
     }
   }
-  TUTTI_TRY(calibrate(hostOfRank));
+  TUTTI_TRY(calibrate(hostOfRank));  // refines model_ (CommImpl::calibrate)
   if (const std::string path = kLinkFile.get(); !path.empty())
     TUTTI_TRY(algo::applyLinkFile(path, model_));
   hostOf_ = algo::hierarchyGroups(world);
@@ -127,7 +125,7 @@ Status CommImpl::initSelection() {
   TUTTI_TRY_ASSIGN(auto nccl, algo::parseAlgoOverrides(kNcclAlgo.get(), "NCCL_ALGO", false,
                                                        &ignored));
   for (auto& [coll, rule] : nccl) envAlgo_.emplace(coll, std::move(rule));  // TUTTI_ALGO first
-  if (!ignored.empty() && rank_ == 0)
+  if (!ignored.empty() && rank == 0)
     TUTTI_LOG_WARN(Subsys::kTuning, "NCCL_ALGO: no tutti counterpart for {} (ignored)",
                    fmt::join(ignored, ", "));
 
@@ -143,7 +141,7 @@ Status CommImpl::initSelection() {
   return Status::ok();
 }
 
-Result<algo::Decision> CommImpl::decide(const algo::CollShape& callShape, const char* api) {
+Result<algo::Decision> Selection::decide(const algo::CollShape& callShape, const char* api) {
   // Every rank must pick the same algorithm, so the choice may depend only on what all ranks
   // pass alike. Ranks may differ in being in place (NCCL allows it, and a non-root rank of a
   // rooted call has no meaningful in-place flag), so the choice is made for rank 0 out of place.
@@ -152,10 +150,10 @@ Result<algo::Decision> CommImpl::decide(const algo::CollShape& callShape, const 
   shape.inPlace = false;
   const DecisionKey key{static_cast<int>(shape.coll), shape.count, static_cast<int>(shape.dtype),
                         static_cast<int>(shape.op), shape.root, false};
-  std::lock_guard<std::mutex> lock(decisionMu_);
+  std::lock_guard<std::mutex> lock(mu_);
   if (auto it = decisions_.find(key); it != decisions_.end()) return it->second;
   algo::SelectOptions opts;
-  if (auto it = algoOverride_.find(shape.coll); it != algoOverride_.end()) {
+  if (auto it = forced_.find(shape.coll); it != forced_.end()) {
     opts.forced = it->second;
     opts.forcedSource = "setAlgorithm / schedule file";
   }
@@ -169,20 +167,11 @@ Result<algo::Decision> CommImpl::decide(const algo::CollShape& callShape, const 
   return d;
 }
 
-Result<algo::Decision> CommImpl::explain(Coll coll, size_t count, DataType dtype, RedOp op,
-                                         int root, bool inPlace) {
-  if (count == 0 && coll != Coll::kBarrier)
-    return invalidArgument("algorithmFor: count 0 runs no algorithm");
-  if (!isValid(dtype) || !isValid(op))
-    return invalidArgument("algorithmFor: invalid dtype or op (dtype={}, op={})",
-                           static_cast<int>(dtype), static_cast<int>(op));
-  if (root < 0 || root >= nranks_)
-    return invalidArgument("algorithmFor: root {} is outside [0, {})", root, nranks_);
-  if (coll == Coll::kSendRecv)
-    return invalidArgument("algorithmFor: point-to-point calls run no algorithm");
-  algo::CollShape shape{coll, rank_, nranks_, count, dtype, op, root, inPlace};
-  shape.hostOf = hostOf_;
-  return decide(shape, "algorithmFor");
+void Selection::setOverride(Coll coll, const std::string& name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (name.empty()) forced_.erase(coll);
+  else forced_[coll] = name;
+  decisions_.clear();
 }
 
 }  // namespace tutti::detail
