@@ -195,6 +195,9 @@ void serveRoot(net::Fd listen, uint64_t secret, std::chrono::milliseconds timeou
                                 timeout.count(), rankList(missing), where, joined.size(), nranks);
     if (st.code() != Code::kTimeout) failure += ": " + st.message();
   }
+  // Close the listener before any reply: rank 0 may create its next communicator on the same
+  // fixed TUTTI_COMM_ID as soon as it has its reply, and its bind must not find this socket.
+  listen.reset();
   std::string reply;
   if (failure.empty()) {
     reply = "T";

@@ -81,15 +81,18 @@ Result<CommState*> checkComm(ncclComm_t comm, const char* api) {
 }
 
 void retireHandle(ncclComm_t comm) {
-  static std::mutex mu;
-  static std::deque<ncclComm_t> retired;
+  // Never destroyed: the handles stay reachable until the process ends (a FIFO destroyed at exit
+  // would drop up to kRetiredHandles of them, and a comm destroyed by a thread still running
+  // then would use a destroyed mutex).
+  static auto* mu = new std::mutex;
+  static auto* retired = new std::deque<ncclComm_t>;
   comm->magic = 0;
   comm->state.reset();  // the communicator itself is destroyed here
-  std::lock_guard<std::mutex> lock(mu);
-  retired.push_back(comm);
-  if (retired.size() > kRetiredHandles) {
-    delete retired.front();
-    retired.pop_front();
+  std::lock_guard<std::mutex> lock(*mu);
+  retired->push_back(comm);
+  if (retired->size() > kRetiredHandles) {
+    delete retired->front();
+    retired->pop_front();
   }
 }
 

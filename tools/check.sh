@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Installs the dependencies (plus Open MPI for the launcher test), builds (with the Python module,
-# in a venv that tools/python_env.sh makes), runs the fuzzers and the ThreadSanitizer build of
-# the device cliques' test, and runs the whole test suite with ctest (the Python module's pytest
-# suite is the test python.pytest). Tests labelled gpu or ib skip (exit 77) on machines without
-# the device.
+# in a venv that tools/python_env.sh makes), runs the fuzzers, the ThreadSanitizer build of the
+# threaded tests and the AddressSanitizer + UBSan build of the unit, mp and nccl tests, and runs
+# the whole test suite with ctest (the Python module's pytest suite is the test python.pytest).
+# Tests labelled gpu or ib skip (exit 77) on machines without the device.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./tools/install_deps.sh openmpi-bin
@@ -11,7 +11,11 @@ cd "$(dirname "$0")/.."
 ./tools/build.sh $(./tools/python_env.sh)
 # libFuzzer targets of every setup-message parser, a fixed number of runs each (needs clang).
 ./tests/fuzz/run_fuzz.sh 100000
-# The device cliques' protocols on emulated streams under ThreadSanitizer (no GPU needed).
+# The tests that run threads (device cliques, async Work and the progress thread, abort from
+# another thread, the hang-report signal, NCCL groups over several communicators) under
+# ThreadSanitizer; no GPU needed.
 ./tests/tsan/run_tsan.sh
+# The unit, mp and nccl tests under AddressSanitizer + UndefinedBehaviorSanitizer, leaks checked.
+./tests/sanitize/run_asan.sh
 cd "${TUTTI_BUILD_DIR:-build}"
 ctest --output-on-failure --timeout 900 "$@"

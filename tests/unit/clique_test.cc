@@ -536,13 +536,14 @@ class ThreadAllgather {
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait(lock, [&] { return !draining_; });  // the previous round has been read by all
     if (buf_.size() < n_ * bytes) buf_.resize(n_ * bytes);
-    std::memcpy(buf_.data() + rank * bytes, in, bytes);
+    // bytes == 0 is a barrier: buf_ may still be empty, and memcpy must not see its null data().
+    if (bytes > 0) std::memcpy(buf_.data() + rank * bytes, in, bytes);
     if (++arrived_ == n_) {
       draining_ = true;
       cv_.notify_all();
     }
     cv_.wait(lock, [&] { return draining_; });
-    std::memcpy(out, buf_.data(), n_ * bytes);
+    if (bytes > 0) std::memcpy(out, buf_.data(), n_ * bytes);
     if (--arrived_ == 0) {
       draining_ = false;
       cv_.notify_all();

@@ -382,7 +382,12 @@ TEST_CASE("compiled programs match the host engine on every algorithm and shape"
   WARN(fmt::format("{} cases; in place with a cycle for some shape: {}", cases,
                    fmt::join(cyclic, ", ")));
   CHECK(cases > 5000);
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+  // The budget holds for a normal build; a sanitizer build runs several times slower.
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(60));
+#else
+  (void)start;
+#endif
 }
 
 TEST_CASE("compiled programs match the host engine on all 12 dtypes", "[compile]") {
