@@ -140,7 +140,7 @@ const char* averageName(int average) {
 }  // namespace
 
 std::string validateConfig(const Config& cfg) {
-  if (cfg.minBytes > cfg.maxBytes) {
+  if (cfg.minBytes > cfg.maxBytes && cfg.soakSec == 0) {  // the soak draws sizes up to -e only
     return "-b/--minbytes (" + std::to_string(cfg.minBytes) + ") is larger than -e/--maxbytes (" +
            std::to_string(cfg.maxBytes) + ")";
   }
