@@ -10,6 +10,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <utility>
 
@@ -62,6 +63,28 @@ struct BatchOp {
     a.preMulScalar = preMul ? scalar.data() : nullptr;
     a.api = api;
     return a;
+  }
+
+  /// The operation of a call (a collective, or a message with exactly one of sendPeer and
+  /// recvPeer set) ordered on `stream`; memory kinds unset. The inverse of callArgs().
+  static BatchOp of(const CallArgs& a, void* stream) {
+    BatchOp o;
+    o.kind = a.coll != Coll::kSendRecv ? Kind::kColl : a.sendPeer >= 0 ? Kind::kSend : Kind::kRecv;
+    o.coll = a.coll;
+    o.send = a.send;
+    o.recv = a.recv;
+    o.count = a.count;
+    o.dtype = a.dtype;
+    o.op = a.op;
+    o.root = a.root;
+    o.peer = o.kind == Kind::kSend ? a.sendPeer : a.recvPeer;
+    if (a.preMulScalar) {
+      o.preMul = true;
+      std::memcpy(o.scalar.data(), a.preMulScalar, dataTypeBytes(a.dtype));
+    }
+    o.stream = stream;
+    o.api = a.api;
+    return o;
   }
 
   /// Bytes the operation reads from its send buffer and writes to its receive buffer on `rank`

@@ -73,6 +73,7 @@ int runSoak(Communicator& comm, const Config& cfg) {
   const bool printer = rank == 0;
   // Every collective with every dtype, op and root tutti-perf knows.
   std::vector<Plan> plans;
+  std::vector<std::vector<std::string>> algos;  // per plan: its collective's algorithms
   for (const PerfColl& coll : perfColls()) {
     Config c = cfg;
     c.coll = std::string(coll.name);
@@ -82,6 +83,7 @@ int runSoak(Communicator& comm, const Config& cfg) {
     Result<Plan> p = makePlan(c, n);
     if (!p) return fail(comm, p.status());
     plans.push_back(*p);
+    algos.push_back(Communicator::algorithms(coll.coll));
   }
   AlignedBuffer send, recv;
   const size_t bufBytes = size_t(cfg.maxBytes) * size_t(n) + 4096;
@@ -115,12 +117,12 @@ int runSoak(Communicator& comm, const Config& cfg) {
     }
     if (cases == kWarmupCases) start = sampleUsage();
     ++cases;
-    const Plan& plan = plans[pick(plans.size())];
+    const size_t which = pick(plans.size());
+    const Plan& plan = plans[which];
     Case c;
     c.coll = plan.coll;
-    const std::vector<std::string> algos = Communicator::algorithms(plan.coll->coll);
-    const size_t a = pick(algos.size() + 1);
-    c.algorithm = a == 0 ? std::string() : algos[a - 1];
+    const size_t a = pick(algos[which].size() + 1);
+    c.algorithm = a == 0 ? std::string() : algos[which][a - 1];
     c.shape.rank = rank;
     c.shape.nranks = n;
     c.shape.dtype = plan.dtypes[pick(plan.dtypes.size())];

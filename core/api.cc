@@ -74,16 +74,13 @@ Status startRootOf(const UniqueId& id) {
   return bootstrap::startRoot(d.root, d.secret, bootstrapTimeout(Options{})).status();
 }
 
-// Without a named interface, an id whose ranks are all local binds loopback; otherwise the named
-// interface, or NCCL's default one, so that an id sent to other hosts (MPI_Bcast, a store) is
-// reachable.
+// All ranks local: createFreshUniqueId's address (the named interface, else loopback). Otherwise
+// the named interface or NCCL's default one, so that an id sent to other hosts (MPI_Bcast, a
+// store) is reachable.
 Result<UniqueId> freshUniqueId(bool allLocal) {
-  net::SockAddr addr = net::loopbackInterface().addr;
-  if (!allLocal || !net::socketIfnameSpec().empty()) {
-    TUTTI_TRY_ASSIGN(net::InterfaceAddr chosen, net::chooseInterface(net::socketIfnameSpec()));
-    addr = chosen.addr;
-  }
-  return idWithRootAt(addr);
+  if (allLocal) return createFreshUniqueId();
+  TUTTI_TRY_ASSIGN(net::InterfaceAddr chosen, net::chooseInterface(net::socketIfnameSpec()));
+  return idWithRootAt(chosen.addr);
 }
 
 Result<Communicator> createCommunicator(const UniqueId& id, int rank, int nranks,

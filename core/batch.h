@@ -88,8 +88,10 @@ class DeviceOwner {
   virtual void post(std::function<void()> task, const CallArgs& what) = 0;
   /// Runs a batch on host memory on the worker: the host work of a staged job (tasks included).
   virtual Status runHost(std::vector<BatchOp>& ops) = 0;
-  /// Records an error that happened after the call that caused it returned.
-  virtual void recordDeviceError(const Status& s) = 0;
+  /// Records a device executor's error as the owner's asynchronous error. `returned`: the call
+  /// that submitted the work also returns `s` (a clique's launch error), so its caller reports
+  /// it; false for a staged job that failed after its call had returned.
+  virtual void recordDeviceError(const Status& s, bool returned) = 0;
 };
 
 /// A communicator's device path: its device executors (core/device/executor.h). Opaque here.

@@ -117,7 +117,7 @@ class CommImpl final : public ExecHooks, public hang::Source, public DeviceOwner
     queueTask(what, std::move(task));
   }
   Status runHost(std::vector<BatchOp>& ops) override;
-  void recordDeviceError(const Status& s) override { recordError(s); }
+  void recordDeviceError(const Status& s, bool) override { recordError(s); }
 
  private:
   CommImpl() = default;

@@ -221,7 +221,6 @@ Result<algo::Decision> CommImpl::explain(Coll coll, size_t count, DataType dtype
   return selection_.decide(shape, "algorithmFor");
 }
 
-
 Result<std::string> CommImpl::loadSchedule(const std::string& path) {
   // Once per process and path: several communicators may load the same file.
   static std::mutex mu;

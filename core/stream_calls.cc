@@ -12,20 +12,7 @@ Status CommImpl::runOnStream(const CallArgs& a, void* stream) {
   if (!healthy()) TUTTI_TRY(failed());
   bool inPlace = false;
   TUTTI_TRY(check(a, &inPlace));
-  BatchOp op;
-  op.kind = a.coll != Coll::kSendRecv ? BatchOp::Kind::kColl
-            : a.sendPeer >= 0         ? BatchOp::Kind::kSend
-                                      : BatchOp::Kind::kRecv;
-  op.coll = a.coll;
-  op.send = a.send;
-  op.recv = a.recv;
-  op.count = a.count;
-  op.dtype = a.dtype;
-  op.op = a.op;
-  op.root = a.root;
-  op.peer = op.kind == BatchOp::Kind::kSend ? a.sendPeer : a.recvPeer;
-  op.stream = stream;
-  op.api = a.api;
+  BatchOp op = BatchOp::of(a, stream);
   findMemoryKinds(op, rank_, nranks_);
   if (!op.device()) {
     TUTTI_TRY(syncStream(stream, a.api));

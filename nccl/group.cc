@@ -161,8 +161,8 @@ ncclResult_t submit(const std::shared_ptr<CommState>& comm, BatchOp op) {
 
 Status CommState::runHost(std::vector<BatchOp>& ops) { return runBatch(*this, ops, fusionBytes()); }
 
-void CommState::recordDeviceError(const Status& s) {
-  fail(s, this);
+void CommState::recordDeviceError(const Status& s, bool returned) {
+  if (!returned) fail(s, this);  // else the entry point that returns it reports it
   recordAsync(s);
 }
 

@@ -105,7 +105,7 @@ struct CommState final : DeviceOwner {
     worker->submit(std::move(task));
   }
   Status runHost(std::vector<BatchOp>& ops) override;
-  void recordDeviceError(const Status& s) override;
+  void recordDeviceError(const Status& s, bool returned) override;
 };
 
 }  // namespace tutti::nccl

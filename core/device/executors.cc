@@ -120,7 +120,7 @@ class StagedExecutor final : public Executor {
     CallArgs what = lead->callArgs();
     what.preMulScalar = nullptr;  // the operation moves into the job
     job.post = [owner, what](std::function<void()> task) { owner->post(std::move(task), what); };
-    job.onFailure = [owner](const Status& st) { owner->recordDeviceError(st); };
+    job.onFailure = [owner](const Status& st) { owner->recordDeviceError(st, false); };
     job.aborted = [owner] { return owner->deviceAborted(); };
     job.keepAlive = b.keepAlive;
     if (!queue_) queue_ = makeStagedQueue();
@@ -147,7 +147,7 @@ class CliqueExecutor final : public Executor {
     }
     Status st = clique_->submit(ranks);
     if (!st.isOk())
-      for (const RankBatch& b : batches) b.owner->recordDeviceError(st);
+      for (const RankBatch& b : batches) b.owner->recordDeviceError(st, true);
     return st;
   }
 
@@ -168,7 +168,7 @@ class ProcessCliqueExecutor final : public Executor {
     for (const RankBatch& b : batches) {
       if (b.owner->deviceAborted()) aborted_.store(true);
       Status st = clique_->submit(*b.ops, &aborted_);
-      if (!st.isOk()) b.owner->recordDeviceError(st);
+      if (!st.isOk()) b.owner->recordDeviceError(st, true);
       if (first.isOk() && !st.isOk()) first = st;
     }
     return first;

@@ -162,8 +162,11 @@ Status submitDevice(std::span<DeviceBatch> batches, bool blocking) {
     std::vector<BatchOp> ops;
   };
   std::vector<Cliqued> cliqued;
-  for (DeviceBatch& b : batches) {
+  std::vector<bool> toClique(batches.size(), false);
+  for (size_t i = 0; i < batches.size(); ++i) {
+    DeviceBatch& b = batches[i];
     if (!b.path->clique || !blocking || hasTask(b.ops)) continue;  // staged below
+    toClique[i] = true;
     std::vector<BatchOp> dev, host;
     for (BatchOp& o : b.ops) (o.device() ? dev : host).push_back(std::move(o));
     b.ops = std::move(host);
@@ -188,8 +191,9 @@ Status submitDevice(std::span<DeviceBatch> batches, bool blocking) {
     i = j;
   }
   // Every other batch that touches device memory is one staged job on its stream.
-  for (DeviceBatch& b : batches) {
-    if (b.path->clique && blocking && !hasTask(b.ops)) continue;  // given to its clique above
+  for (size_t i = 0; i < batches.size(); ++i) {
+    DeviceBatch& b = batches[i];
+    if (toClique[i]) continue;  // its device operations went to the clique above
     if (std::none_of(b.ops.begin(), b.ops.end(), [](const BatchOp& o) { return o.device(); }))
       continue;
     const device::RankBatch rb{&b.path->owner, &b.ops, b.keepAlive};

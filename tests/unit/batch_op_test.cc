@@ -5,6 +5,8 @@
 // without a GPU.
 #include <catch2/catch.hpp>
 
+#include <cstring>
+
 #include "base/batch_op.h"
 #include "core/device/staged.h"
 
@@ -82,6 +84,46 @@ TEST_CASE("callArgs: messages name their peer, a premultiplied sum points at its
   pre.preMul = true;
   CHECK(pre.callArgs().preMulScalar == pre.scalar.data());
   CHECK(pre.callArgs().coll == Coll::kReduceScatter);
+}
+
+TEST_CASE("BatchOp::of is the inverse of callArgs, for collectives and messages") {
+  float in = 0, out = 0;
+  CallArgs a;
+  a.coll = Coll::kReduce;
+  a.send = &in;
+  a.recv = &out;
+  a.count = 1;
+  a.dtype = DataType::kFloat64;
+  a.op = RedOp::kMax;
+  a.root = 2;
+  a.api = "reduce";
+  int stream = 0;
+  const BatchOp op = BatchOp::of(a, &stream);
+  CHECK(op.kind == BatchOp::Kind::kColl);
+  CHECK(op.stream == &stream);
+  const CallArgs back = op.callArgs();
+  CHECK(back.coll == a.coll);
+  CHECK(back.send == a.send);
+  CHECK(back.recv == a.recv);
+  CHECK(back.dtype == a.dtype);
+  CHECK(back.op == a.op);
+  CHECK(back.root == a.root);
+  CHECK(back.preMulScalar == nullptr);
+  CallArgs m;
+  m.coll = Coll::kSendRecv;
+  m.recvPeer = 1;
+  const BatchOp recv = BatchOp::of(m, nullptr);
+  CHECK(recv.kind == BatchOp::Kind::kRecv);
+  CHECK(recv.peer == 1);
+  CHECK(recv.callArgs().recvPeer == 1);
+  CHECK(recv.callArgs().sendPeer == -1);
+  const double scalar = 0.5;
+  a.preMulScalar = &scalar;
+  const BatchOp pre = BatchOp::of(a, nullptr);
+  REQUIRE(pre.preMul);
+  double copied = 0;
+  std::memcpy(&copied, pre.scalar.data(), sizeof copied);
+  CHECK(copied == 0.5);
 }
 
 TEST_CASE("mergeSpans: overlapping spans merge, touching ones stay apart, order is by start") {
