@@ -74,6 +74,11 @@ inline bool readsSrc(Op op) {
          op == Op::kRecvReduceSend;
 }
 inline bool writesDst(Op op) { return op != Op::kSend; }
+/// Whether a step of this op receives from its peer (the plain, reducing and forwarding receives).
+inline bool receives(Op op) {
+  return op == Op::kRecv || op == Op::kRecvReduce || op == Op::kRecvCopySend ||
+         op == Op::kRecvReduceSend;
+}
 
 /// Elements of `buf` that a call of this shape may touch on this rank (0 where NCCL allows the
 /// buffer to be null, e.g. recvbuff of a non-root reduce). Scratch is not covered here.

@@ -90,6 +90,10 @@ Result<Communicator> createCommunicator(const UniqueId& id, int rank, int nranks
   return detail::CommAccess::wrap(std::move(impl));
 }
 
+void recordAsyncError(Communicator& comm, const Status& s) {
+  if (detail::CommImpl* impl = detail::CommAccess::get(comm)) impl->recordError(s);
+}
+
 std::chrono::milliseconds defaultBootstrapTimeout() { return bootstrapTimeout(Options{}); }
 
 bool launcherSaysLocal() {

@@ -57,6 +57,12 @@ size_t fusionBytes();
 Result<Communicator> createCommunicator(const UniqueId& id, int rank, int nranks,
                                         std::shared_ptr<TaskQueue> worker);
 
+/// Records `s` (not ok) in the communicator's error state, the one error slot it has: the first
+/// error is kept, Communicator::asyncError reports it, and later calls fail with it. For work the
+/// caller ran for the communicator outside its calls (a nonblocking NCCL group on the worker, a
+/// staged device job). Thread-safe.
+void recordAsyncError(Communicator& comm, const Status& s);
+
 // ---- The device path ----
 
 /// Whether a CUDA device is usable in this process (cached after the first call; false in builds

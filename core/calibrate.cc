@@ -193,7 +193,7 @@ Status CommImpl::calibrate(const std::vector<int>& hostOfRank) {
     }
     TUTTI_TRY(net_->boot().barrier());
     seq_ = seqBefore;  // calibration calls are not the user's: sequence numbers start over
-    stats_.reset();
+    diag_.stats().reset();
   }
 
   // 5. Combine every rank's view the same way on every rank.

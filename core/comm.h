@@ -3,8 +3,8 @@
 // the bootstrap ring, transports and one connection per peer), its plans (PlanCache,
 // core/plan_cache.h), its progress thread (TaskQueue: asynchronous calls and staged device jobs
 // in issue order), selection (Selection, core/selection.h) and calibration (core/calibrate.cc),
-// diagnostics (core/comm_diag.cc: stats, trace, hang reports, failure notices) and the error
-// state. The entry points: run (blocking), runAsync, runOnStream (core/stream_calls.cc), and
+// diagnostics (Diagnostics, core/diagnostics.h: the call check, stats, trace, hang reports,
+// failure notices) and the error state. The entry points: run (blocking), runAsync, runOnStream (core/stream_calls.cc), and
 // runChecked / runPlan / planFor for the batch entry (core/batch.cc).
 #pragma once
 
@@ -23,9 +23,8 @@
 #include "base/task_queue.h"
 #include "core/batch.h"
 #include "core/bootstrap.h"
-#include "core/call_check.h"
+#include "core/diagnostics.h"
 #include "core/engine.h"
-#include "core/hang_report.h"
 #include "core/peers.h"
 #include "core/plan_cache.h"
 #include "core/selection.h"
@@ -49,7 +48,7 @@ class WorkState {
   Status status_;
 };
 
-class CommImpl final : public ExecHooks, public hang::Source, public DeviceOwner {
+class CommImpl final : public DeviceOwner {
  public:
   /// `progress`: the progress thread's queue, shared with the layer above (the NCCL layer's
   /// worker); nullptr makes one.
@@ -88,6 +87,8 @@ class CommImpl final : public ExecHooks, public hang::Source, public DeviceOwner
 
   void abort();
   Status asyncError() const;
+  /// Records `s` as the error state (the first one is kept; later calls fail). Thread-safe.
+  void recordError(const Status& s);
   /// The bootstrap (its point-to-point messages work after a failure: ncclCommShrink).
   bootstrap::Bootstrap& bootstrapRing() { return net_->boot(); }
   /// Fused inputs and outputs and premultiplied inputs of batches (core/batch.cc); grows only.
@@ -100,12 +101,10 @@ class CommImpl final : public ExecHooks, public hang::Source, public DeviceOwner
   Result<algo::Decision> explain(Coll coll, size_t count, DataType dtype, RedOp op, int root,
                                  bool inPlace);
 
-  std::vector<CollStats> stats() const { return stats_.snapshot(); }
-  void resetStats() { stats_.reset(); }
-  /// hang::Source: writes this communicator's report lines (from any thread).
-  void requestReport() override;
-  /// ExecHooks: failure notices and report requests while a call waits.
-  Status whileWaiting(const std::function<std::string()>& reportLine) override;
+  std::vector<CollStats> stats() const { return diag_.stats().snapshot(); }
+  void resetStats() { diag_.stats().reset(); }
+  /// Writes this communicator's hang-report lines (from any thread).
+  void requestReport() { diag_.requestReport(); }
 
   // DeviceOwner (core/stream_calls.cc): stream calls on device memory run on the staged
   // executor, whose host work runs on the progress thread like an asynchronous call.
@@ -143,24 +142,13 @@ class CommImpl final : public ExecHooks, public hang::Source, public DeviceOwner
   bool healthy() const {
     return !hasError_.load(std::memory_order_acquire) && !abort_.load(std::memory_order_relaxed);
   }
-  void recordError(const Status& s);
-  // core/comm_diag.cc: diagnostics around execution.
-  void initDiagnostics(const Options& options);
-  void finishDiagnostics();
-  /// After execute() returns: stats and trace on success; on failure the hang report, the
-  /// failure notice to the other ranks, and the error state. Returns the call's final Status.
-  /// timed, k0: whether the stats read the clock for this call (StatsTable::timeThis), and
-  /// stats_.now() at the start; t0: steady_clock at the start, read only when tracing.
+  /// A call that executed ended with `s` (not ok, or traced): the trace events, and on failure
+  /// the diagnostics' final error (core/diagnostics.h), the error state and the notice to the
+  /// other ranks. Returns the call's final Status. timed, k0: as Diagnostics::ok; t0: the
+  /// call's start, read only when tracing.
   Status afterCall(const CallArgs& a, Plan& plan, Status s, bool timed, uint64_t k0,
                    std::chrono::steady_clock::time_point t0);
-  /// The end of a successful call: out of the call, into the statistics (afterCall's first part,
-  /// inline for the hot path).
-  void recordOk(Plan& plan, bool timed, uint64_t k0) {
-    const uint64_t k1 = timed ? stats_.now() : 0;
-    inCall_.store(false, std::memory_order_relaxed);
-    stats_.record(plan.stats, plan.coll, plan.algorithm, plan.callBytes, exec_.bytesMoved, timed,
-                  k1 - k0);
-  }
+  /// Hang-report lines of the queued calls not started yet.
   void reportQueued(const std::string& prefix);
 
   int rank_ = 0, nranks_ = 1;
@@ -193,21 +181,7 @@ class CommImpl final : public ExecHooks, public hang::Source, public DeviceOwner
   std::mutex argsMu_;
   std::deque<CallArgs> queuedArgs_;  // the queued tasks' calls, not yet started (hang reports)
 
-  // Diagnostics (core/comm_diag.cc).
-  bool checkCalls_ = false;
-  CallCheck check_;
-  uint64_t collSeq_ = 0;  // collectives that carried a call signature
-  StatsTable stats_;
-  int traceTrack_ = -1;
-  bool traceRounds_ = false;
-  std::vector<std::pair<std::chrono::steady_clock::time_point,
-                        std::chrono::steady_clock::time_point>> roundTimes_;
-  std::atomic<bool> inCall_{false};
-  std::atomic<bool> reportRequested_{false};
-  std::atomic<uint64_t> curSeq_{0};
-  std::atomic<int> curColl_{0};
-  std::optional<bootstrap::wire::Notice> notice_;  // the notice that failed the running call
-  std::optional<bootstrap::wire::Notice> timeoutNotice_;  // another rank timed out
+  Diagnostics diag_;  // check, stats, trace, hang reports, failure notices
 };
 
 /// The implementation behind a Communicator, for core's own entries that are not in the public

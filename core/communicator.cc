@@ -119,7 +119,10 @@ Status CommImpl::init(const bootstrap::IdData& id, const Options& options) {
   exec_.timeout = options.timeout.count() > 0
                       ? options.timeout
                       : std::chrono::milliseconds(kTimeoutSec.get() * 1000);
-  initDiagnostics(options);
+  diag_.attach({rank_, nranks_, net_->peers()[rank_].hostname, &net_->boot(),
+                [this] { return failed(); },
+                [this](const std::string& prefix) { reportQueued(prefix); }},
+               options.checkCalls, exec_);
 
   if (log::enabled(LogLevel::kInfo, Subsys::kInit)) {
     std::string summary;
@@ -144,7 +147,7 @@ Status CommImpl::init(const bootstrap::IdData& id, const Options& options) {
 
 CommImpl::~CommImpl() {
   closing_.store(true);
-  finishDiagnostics();
+  diag_.detach();
   // The queued tasks run (and fail fast) first. A shared queue is its owner's to stop: its owner
   // stops it before letting go of this communicator.
   if (ownsProgress_) progress_->stop(std::chrono::hours(24), false);
@@ -316,30 +319,43 @@ Status CommImpl::execute(const CallArgs& a, bool inPlace) {
   ++seq_;
   auto p = plan(a, inPlace);
   if (!p.isOk()) return p.status();
-  exec_.check = nullptr;
-  if (checkCalls_) {  // unsigned calls still settle a carried call message (call_check.h)
-    check_.sign = false;
-    if (a.coll != Coll::kSendRecv)
-      makeSignature(check_, a.coll, a.count, a.dtype, a.op, a.root, ++collSeq_);
-    exec_.check = &check_;
-  }
-  curSeq_.store(seq_, std::memory_order_relaxed);
-  curColl_.store(static_cast<int>(a.coll), std::memory_order_relaxed);
-  inCall_.store(true, std::memory_order_relaxed);
+  diag_.begin(a.coll != Coll::kSendRecv ? &a : nullptr, a.coll, seq_, exec_);
   Plan& plan = *p.value();
   if (plan.adviseHuge) plans_.adviseHugePages(a, plan, rank_, nranks_);
-  const bool timed = stats_.timeThis(plan.stats);
-  const uint64_t k0 = timed ? stats_.now() : 0;
-  const auto t0 = traceTrack_ >= 0 ? std::chrono::steady_clock::now()
-                                   : std::chrono::steady_clock::time_point{};
+  StatsTable& stats = diag_.stats();
+  const bool timed = stats.timeThis(plan.stats);
+  const uint64_t k0 = timed ? stats.now() : 0;
+  const auto t0 = diag_.tracing() ? std::chrono::steady_clock::now()
+                                  : std::chrono::steady_clock::time_point{};
   Status s = tutti::execute(plan, a.send, a.recv, plans_.scratch(), exec_, seq_);
   // The common ending inline (no trace, no error): the out-of-line afterCall costs about 15 ns of
   // a 1-rank 8-byte call.
-  if (s.isOk() && traceTrack_ < 0) {
-    recordOk(plan, timed, k0);
+  if (s.isOk() && !diag_.tracing()) {
+    diag_.ok(plan, timed, k0, exec_.bytesMoved);
     return s;
   }
   return afterCall(a, plan, std::move(s), timed, k0, t0);
+}
+
+Status CommImpl::afterCall(const CallArgs& a, Plan& plan, Status s, bool timed, uint64_t k0,
+                           std::chrono::steady_clock::time_point t0) {
+  if (s.isOk()) {
+    diag_.ok(plan, timed, k0, exec_.bytesMoved);
+  } else {
+    s = diag_.failed(a, std::move(s), seq_, exec_);
+    recordError(s);
+    diag_.tellOthers(s, abort_.load());
+  }
+  if (diag_.tracing()) diag_.trace(a, plan, s, seq_, exec_.bytesMoved, t0);
+  return s;
+}
+
+void CommImpl::reportQueued(const std::string& prefix) {
+  std::lock_guard<std::mutex> lock(argsMu_);
+  for (const CallArgs& a : queuedArgs_)
+    hang::writeLine(fmt::format("{}: queued, not started: {}(count={}, dtype={}, op={}, root={})",
+                                prefix, collName(a.coll), a.count, dataTypeName(a.dtype),
+                                redOpName(a.op), a.root));
 }
 
 Status CommImpl::run(const CallArgs& a) {
@@ -405,18 +421,14 @@ Status CommImpl::runPlan(Plan& plan, const void* input, void* output, const Call
   TUTTI_TRY(failed());
   TUTTI_TRY(plans_.reserveScratch(plan.scratchBytes, std::string(collName(plan.coll)).c_str()));
   ++seq_;
-  exec_.check = nullptr;
-  if (checkCalls_) {
-    check_.sign = false;
-    if (signAs)
-      makeSignature(check_, signAs->coll, signAs->count, signAs->dtype, signAs->op, signAs->root,
-                    ++collSeq_);
-    exec_.check = &check_;
-  }
+  diag_.begin(signAs, plan.coll, seq_, exec_);
   Status s = tutti::execute(plan, input, output, plans_.scratch(), exec_, seq_);
   if (!s.isOk()) {
-    TUTTI_LOG_WARN(Subsys::kColl, "{}", s.message());
+    CallArgs what;
+    what.coll = plan.coll;
+    s = diag_.failed(signAs ? *signAs : what, std::move(s), seq_, exec_);
     recordError(s);
+    diag_.tellOthers(s, abort_.load());
   }
   return s;
 }

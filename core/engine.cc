@@ -3,17 +3,13 @@
 // without burning the CPU a peer on the same core needs.
 #include "core/engine.h"
 
-#include <linux/futex.h>
-#include <poll.h>
-#include <sched.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstring>
 
 #include "base/env.h"
 #include "base/log.h"
+#include "core/checked_call.h"
+#include "core/wait.h"
 
 namespace tutti {
 
@@ -25,10 +21,6 @@ TUTTI_PARAM_INT(kSliceBytes, "TUTTI_SLICE_BYTES", nullptr, "CORE", 128 << 10,
 
 using Clock = std::chrono::steady_clock;
 
-// The adaptive spin budget's floor (ExecContext::spinBudget): a few passes still catch a peer
-// that answers at once.
-constexpr int kMinSpin = 16;
-
 size_t sliceBytes() {
   static const size_t s = [] {
     int64_t v = kSliceBytes.get();
@@ -36,14 +28,6 @@ size_t sliceBytes() {
     return static_cast<size_t>(v) & ~size_t(63);
   }();
   return s;
-}
-
-inline void cpuRelax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
 }
 
 // A forwarding step: receive slices, then forward each one as soon as it has arrived.
@@ -89,14 +73,9 @@ class RoundRunner {
 
   Status run() {
     const auto& rounds = plan_.schedule.rounds;
-    CallCheck* check = ctx_.check;
-    sign_ = check && check->sign;
-    if (check) {
-      prevConn_ = ctx_.conns[check->prev];
-      lazyOk_ = !receivesFromPrev();
-    }
+    check_.start(ctx_.check, plan_.schedule, ctx_.conns, plan_.coll, seq_, ctx_.rank);
     // A signed call also exchanges call messages in round 0 (even with an empty schedule).
-    const size_t n = std::max<size_t>(rounds.size(), sign_ ? 1 : 0);
+    const size_t n = std::max<size_t>(rounds.size(), check_.signs() ? 1 : 0);
     for (size_t r = 0; r < n; ++r) {
       round_ = r;
       const Clock::time_point t0 = ctx_.roundTimes ? Clock::now() : Clock::time_point{};
@@ -106,20 +85,7 @@ class RoundRunner {
       bytesDone_ += wireBytes() - roundBase_;
       if (ctx_.roundTimes) ctx_.roundTimes->push_back({t0, Clock::now()});
     }
-    if (inlinePending_)
-      return invalidUsage(
-          "{}: rank {} sent {} bytes with its call signature that no receive of "
-          "rank {} took (do the ranks force different algorithms for this call?)",
-          what(), check->prev, check->theirs[check->slot].sig.inlineBytes, ctx_.rank);
-    if (sign_) {
-      if (sigPending_) {  // finished before prev's call message came: compared later
-        CallCheck::Carried& k =
-            check->carried[(check->carriedHead + check->carriedCount) % CallCheck::kMaxCarried];
-        k = {sigSeq_, check->mine.sig, seq_, check->slot};
-        ++check->carriedCount;
-      }
-      check->slot = (check->slot + 1) % (CallCheck::kMaxCarried + 1);
-    }
+    if (check_.active()) TUTTI_TRY(check_.finish());
     ctx_.bytesMoved = bytesDone_;
     return Status::ok();
   }
@@ -176,7 +142,7 @@ class RoundRunner {
         if (!c->idle()) done = false;
       }
       if (done) {
-        spunFor(pass);
+        SpinWait::spunFor(ctx_, pass);
         break;
       }
       if (++pass >= ctx_.spinBudget) {
@@ -200,12 +166,7 @@ class RoundRunner {
                "waiting",
                what(), plan_.algorithm, round_, plan_.schedule.rounds.size(), waitingFor(),
                bytesDone_ + wireBytes() - roundBase_, secs) +
-           (sigPending_ ? fmt::format("; rank {} has not entered this call", ctx_.check->prev)
-                        : std::string()) +
-           (ctx_.check && ctx_.check->carriedCount > 0
-                ? fmt::format("; rank {} has not entered call #{}", ctx_.check->prev,
-                              ctx_.check->carried[ctx_.check->carriedHead].seq)
-                : std::string());
+           check_.waitingNote();
   }
 
  private:
@@ -251,29 +212,23 @@ class RoundRunner {
     nLocals_ = 0;
     localNext_ = 0;
     busy_.clear();
-    CallCheck* check = round_ == 0 && sign_ ? ctx_.check : nullptr;
-    if (check) ctx_.deferredSteps.clear();
+    const bool checked = round_ == 0 && check_.signs();
+    if (checked) ctx_.deferredSteps.clear();
     for (size_t i = 0; i < steps.size(); ++i) {
       const algo::Step& st = steps[i];
       if (st.count == 0) continue;
       // With the check, round 0's sends to `next` go after the call message (posted below, once
       // the local steps of the round have run, so that its inline bytes are final), and the
       // receives from `prev` wait until prev's call message has arrived and matched.
-      if (check && ((st.op == algo::Op::kSend && st.peer == check->next) ||
-                    (receives(st.op) && st.peer == check->prev))) {
+      if (checked && check_.defers(st)) {
         ctx_.deferredSteps.push_back(i);
         continue;
       }
       TUTTI_TRY(postStep(st, streamingAt(round_, i)));
     }
-    if (check) TUTTI_TRY(postCheck(steps));
+    if (checked) postCallMessages(steps);
     roundBase_ = wireBytes();
     return Status::ok();
-  }
-
-  static bool receives(algo::Op op) {
-    return op == algo::Op::kRecv || op == algo::Op::kRecvReduce ||
-           op == algo::Op::kRecvReduceSend || op == algo::Op::kRecvCopySend;
   }
 
   // Plan::streaming for step i of round r (false where the plan marks none).
@@ -283,7 +238,8 @@ class RoundRunner {
 
   Status postStep(const algo::Step& st, bool streaming) {
     using algo::Op;
-    if (inlinePending_ && receives(st.op) && st.peer == ctx_.check->prev) return takeInline(st);
+    if (check_.inlinePending() && algo::receives(st.op) && st.peer == check_.prev())
+      return takeInline(st);
     const size_t bytes = st.count * plan_.elemBytes;
     switch (st.op) {
       case Op::kCopy: {
@@ -332,52 +288,34 @@ class RoundRunner {
   // rank's first message of the call to `next` is a round-0 send small enough, its data rides
   // along and the step is not posted. The other deferred sends to `next` follow in step order;
   // ctx_.deferredSteps keeps the deferred receives from `prev` (postDeferred posts them).
-  Status postCheck(const std::vector<algo::Step>& steps) {
-    CallCheck& c = *ctx_.check;
-    c.seq = seq_;
-    c.mine.sig.inlineBytes = 0;
+  void postCallMessages(const std::vector<algo::Step>& steps) {
     std::vector<size_t>& deferred = ctx_.deferredSteps;
     auto sendsToNext = [&](size_t k) {
       const algo::Step& st = steps[deferred[k]];
-      return st.op == algo::Op::kSend && st.peer == c.next;
+      return st.op == algo::Op::kSend && st.peer == check_.next();
     };
-    size_t inlined = SIZE_MAX;  // position in `deferred` of the step that rides along
-    for (size_t k = 0; k < deferred.size(); ++k) {
-      if (!sendsToNext(k)) continue;
-      const algo::Step& st = steps[deferred[k]];
-      const size_t bytes = st.count * plan_.elemBytes;
-      if (bytes <= kInlineBytes) {  // the local steps of the round have run: the data is final
-        std::memcpy(c.mine.data, ptr(st.src, st.srcOffset), bytes);
-        c.mine.sig.inlineBytes = static_cast<uint8_t>(bytes);
-        inlined = k;
-      }
-      break;  // only the first message to `next` may ride along
-    }
-    noteSend(ctx_.conns[c.next], ctx_.conns[c.next]->postSend(&c.mine, sizeof c.mine));
-    touch(c.next);
-    transport::RecvSpec spec;
-    spec.dst = &c.theirs[c.slot];
-    spec.bytes = sizeof(CallMessage);
-    sigSeq_ = ctx_.conns[c.prev]->postRecv(spec);
-    touch(c.prev);
-    sigPending_ = true;
-    inlinePending_ = false;
+    size_t first = SIZE_MAX;  // position in `deferred` of the first send to `next`
+    for (size_t k = 0; k < deferred.size() && first == SIZE_MAX; ++k)
+      if (sendsToNext(k)) first = k;
+    const algo::Step* fs = first == SIZE_MAX ? nullptr : &steps[deferred[first]];
+    const bool inlined = check_.postMessages(fs ? ptr(fs->src, fs->srcOffset) : nullptr,
+                                             fs ? fs->count * plan_.elemBytes : 0);
+    touch(check_.next());
+    touch(check_.prev());
     size_t kept = 0;
     for (size_t k = 0; k < deferred.size(); ++k) {
       if (!sendsToNext(k)) {
         deferred[kept++] = deferred[k];
-      } else if (k != inlined) {
+      } else if (k != first || !inlined) {
         const algo::Step& st = steps[deferred[k]];
         postSends(st.peer, ptr(st.src, st.srcOffset), st.count * plan_.elemBytes);
       }
     }
     deferred.resize(kept);
-    return Status::ok();
   }
 
   // The neighbour's call message arrived and matched: post the receives from it that waited.
   Status postDeferred() {
-    inlinePending_ = ctx_.check->theirs[ctx_.check->slot].sig.inlineBytes > 0;
     for (size_t i : ctx_.deferredSteps)
       TUTTI_TRY(postStep(plan_.schedule.rounds[0][i], streamingAt(0, i)));
     ctx_.deferredSteps.clear();
@@ -386,20 +324,13 @@ class RoundRunner {
 
   // The first receive from `prev` takes its data from the call message instead of the wire.
   Status takeInline(const algo::Step& st) {
-    inlinePending_ = false;
-    const CallMessage& m = ctx_.check->theirs[ctx_.check->slot];
     const size_t bytes = st.count * plan_.elemBytes;
-    if (bytes != m.sig.inlineBytes)
-      return invalidUsage(
-          "{}: rank {} sent its first {} bytes with its call signature, but rank "
-          "{} expects a first message of {} bytes from it (do the ranks force "
-          "different algorithms for this call?)",
-          what(), ctx_.check->prev, m.sig.inlineBytes, ctx_.rank, bytes);
+    TUTTI_TRY_ASSIGN(const std::byte* data, check_.takeInline(bytes));
     std::byte* d = ptr(st.dst, st.dstOffset);
     if (st.op == algo::Op::kRecvReduce || st.op == algo::Op::kRecvReduceSend)
-      plan_.reduce(d, ptr(st.src, st.srcOffset), m.data, st.count);
+      plan_.reduce(d, ptr(st.src, st.srcOffset), data, st.count);
     else
-      std::memcpy(d, m.data, bytes);
+      std::memcpy(d, data, bytes);
     if (st.op == algo::Op::kRecvReduceSend || st.op == algo::Op::kRecvCopySend) {
       // Already received: forwarded (as one slice, like any message this small) at once.
       Forward& f = addForward(st.peer, st.sendPeer);
@@ -457,10 +388,8 @@ class RoundRunner {
   // Progresses until every connection of the round is idle and every slice forwarded.
   // `idle`: idle passes already spent by the caller (runDirect), counted against the spin budget.
   Status drive(int idle = 0) {
-    uint64_t lastMoved = moved();
-    bool spunOut = false;    // this idle stretch has spent the spin budget
-    int yields = 0;          // sched_yield calls since
-    bool contended = false;  // one of them gave the CPU away (another task was runnable)
+    uint64_t lastMoved = movedOver(ctx_, busy_);
+    SpinWait wait(ctx_, idle);
     Clock::time_point lastCheck{};  // read the clock only once waiting starts (see sleepWait)
     for (;;) {
       bool done = true;
@@ -469,15 +398,9 @@ class RoundRunner {
         Status s = c->progress();
         if (!s.isOk()) return wrap(s);
       }
-      // An earlier call's carried message arrives before this call's (same connection).
-      if (ctx_.check && ctx_.check->carriedCount > 0) TUTTI_TRY(settleCarried());
-      if (sigPending_ && prevConn_->recvsDone() >= sigSeq_) {
-        sigPending_ = false;
-        const CallCheck& c = *ctx_.check;
-        const CallSignature& theirs = c.theirs[c.slot].sig;
-        if (!sameCall(c.mine.sig, theirs) || theirs.inlineBytes > kInlineBytes)
-          TUTTI_TRY(verifyCall(c.mine.sig, theirs, seq_, ctx_.rank, c.prev));  // names it
-        TUTTI_TRY(postDeferred());  // what it posts keeps its connection busy below
+      if (check_.active()) {
+        TUTTI_TRY_ASSIGN(const bool matched, check_.poll());
+        if (matched) TUTTI_TRY(postDeferred());  // what it posts keeps its connection busy
       }
       for (size_t i = 0; i < nForwards_; ++i) {
         Forward& f = (*forwards_)[i];
@@ -489,117 +412,34 @@ class RoundRunner {
         if (f.forwarded < f.slices.size()) done = false;
       }
       for (int peer : busy_)
-        if (!ctx_.conns[peer]->idle() && !mayLeave(peer)) done = false;
+        if (!ctx_.conns[peer]->idle() &&
+            !(check_.active() && check_.mayLeave(peer, ctx_.deferredSteps.empty())))
+          done = false;
       if (localNext_ < nLocals_) {
         runLocalSlice();
-        idle = 0;
+        wait.worked();
         continue;  // work was done: no spinning, and the round is not over
       }
       if (done) {
-        waitEnded(spunOut, idle, yields, contended);
+        wait.ended();
         return Status::ok();
       }
-
-      const uint64_t m = moved();
+      const uint64_t m = movedOver(ctx_, busy_);
       if (m != lastMoved) {
         lastMoved = m;
-        waitEnded(spunOut, idle, yields, contended);
-        idle = 0;
-        spunOut = false;
-        yields = 0;
-        contended = false;
+        wait.progressed();
         continue;
       }
-      ++idle;
-      if (!spunOut) {
-        if (idle < ctx_.spinBudget) {
-          cpuRelax();
-          continue;
-        }
-        spunOut = true;
-        if (ctx_.adaptiveSpin)
-          ctx_.spinBudget = std::max(std::min(ctx_.spinCount, kMinSpin), ctx_.spinBudget / 2);
-      }
-      if (yields < 32) {
-        ++yields;
-        if (!ctx_.adaptiveSpin) {
-          sched_yield();
-          continue;
-        }
-        const Clock::time_point y0 = Clock::now();
-        sched_yield();
-        // A yield that returns after more than a few microseconds let another task run: the
-        // CPUs are shared, and spinning longer would not have helped.
-        if (Clock::now() - y0 > std::chrono::microseconds(5)) contended = true;
-        continue;
-      }
-      TUTTI_TRY(sleepWait(lastCheck));
+      if (!wait.pass()) TUTTI_TRY(sleepWait(lastCheck));
     }
   }
 
-  // A wait ended after `idle` spinning passes: keep the budget at least twice that.
-  void spunFor(int idle) {
-    if (2 * idle > ctx_.spinBudget) ctx_.spinBudget = std::min(ctx_.spinCount, 2 * idle);
-  }
-  // A wait ended (ExecContext::spinBudget): while spinning, the budget covers twice its passes;
-  // during the yields that followed a spun-out budget, on CPUs nobody else wanted (no yield gave
-  // one away), a longer spin would have caught it: the budget doubles. Ended after a yield that
-  // let another task run, or asleep, it leaves the halved budget as it is.
-  void waitEnded(bool spunOut, int idle, int yields, bool contended) {
-    if (!spunOut)
-      spunFor(idle);
-    else if (yields > 0 && yields < 32 && !contended)
-      ctx_.spinBudget = std::min(ctx_.spinCount, 2 * ctx_.spinBudget);
-  }
-
-  // A send to `prev` was posted (the lazy end needs every one of them done).
   void noteSend(const transport::Connection* c, uint64_t seq) {
-    if (c == prevConn_) lastPrevSend_ = seq;
+    if (check_.active()) check_.noteSend(c, seq);
   }
 
-  bool receivesFromPrev() const {
-    for (const auto& round : plan_.schedule.rounds)
-      for (const algo::Step& st : round)
-        if (st.count > 0 && receives(st.op) && st.peer == ctx_.check->prev) return true;
-    return false;
-  }
-
-  // Whether a round may end although `peer` is not idle: a call that receives no data from prev,
-  // whose outstanding receives from prev are therefore call messages only (carried ones, and its
-  // own when signed, with room to carry it), and every send to prev done. Later rounds do not
-  // need prev's message; at the end of the call it is carried.
-  bool mayLeave(int peer) const {
-    return lazyOk_ && peer == ctx_.check->prev && ctx_.deferredSteps.empty() &&
-           (!sigPending_ || ctx_.check->carriedCount < CallCheck::kMaxCarried) &&
-           prevConn_->sendsDone() >= lastPrevSend_;
-  }
-
-  // Compares the carried call messages that have arrived with our signatures of those calls.
-  // Those calls received nothing from prev, so the messages must carry no data either.
-  Status settleCarried() {
-    CallCheck& c = *ctx_.check;
-    const uint64_t done = prevConn_->recvsDone();
-    while (c.carriedCount > 0 && c.carried[c.carriedHead].recv <= done) {
-      const CallCheck::Carried k = c.carried[c.carriedHead];
-      c.carriedHead = (c.carriedHead + 1) % CallCheck::kMaxCarried;
-      --c.carriedCount;
-      TUTTI_TRY(verifyCall(k.mine, c.theirs[k.slot].sig, k.seq, ctx_.rank, c.prev,
-                           /*maxInline=*/0));
-    }
-    return Status::ok();
-  }
-
-  uint64_t moved() const {
-    uint64_t m = 0;
-    for (int peer : busy_) {
-      const transport::Connection* c = ctx_.conns[peer];
-      m += c->bytesSent + c->bytesReceived + c->sendsDone() + c->recvsDone();
-    }
-    return m;
-  }
-
-  // Blocks for a short while (at most a few ms) until a peer may have made progress; checks
-  // abort, timeout and peer liveness.
+  // Checks abort, timeout and peer liveness (every 100 ms of waiting), then blocks for a short
+  // while (blockOnPeers).
   Status sleepWait(Clock::time_point& lastCheck) {
     if (ctx_.abort && ctx_.abort->load(std::memory_order_relaxed))
       return invalidUsage("{}: aborted (rank {}, round {})", what(), ctx_.rank, round_);
@@ -625,39 +465,8 @@ class RoundRunner {
                             bytesDone_ + wireBytes() - roundBase_);
       }
     }
-    pollfd fds[64];
-    int nfds = 0;
-    for (int peer : busy_) {
-      const transport::Connection* c = ctx_.conns[peer];
-      if (c->idle() || c->pollFd() < 0 || nfds == 64) continue;
-      fds[nfds++] = {c->pollFd(), c->pollEvents(), 0};
-    }
-    if (nfds > 0) {
-      poll(fds, nfds, 1);
-      return Status::ok();
-    }
-    uint32_t* bell = ctx_.doorbellOwner ? ctx_.doorbellOwner->doorbell() : nullptr;
-    if (!bell) {
-      usleep(50);
-      return Status::ok();
-    }
-    const uint32_t seen = __atomic_load_n(bell, __ATOMIC_ACQUIRE);
-    ctx_.doorbellOwner->setSleeping(true);
-    // Re-check after announcing sleep: a peer that published before seeing the flag did not wake.
-    const uint64_t before = moved();
-    for (int peer : busy_) {
-      Status s = ctx_.conns[peer]->progress();
-      if (!s.isOk()) {
-        ctx_.doorbellOwner->setSleeping(false);
-        return wrap(s);
-      }
-    }
-    if (moved() == before) {
-      timespec ts{0, 2'000'000};  // 2 ms: bounds the cost of a missed wake-up
-      syscall(SYS_futex, bell, FUTEX_WAIT, seen, &ts, nullptr, 0);
-    }
-    ctx_.doorbellOwner->setSleeping(false);
-    return Status::ok();
+    Status s = blockOnPeers(ctx_, busy_);
+    return s.isOk() ? s : wrap(s);
   }
 
   std::string waitingFor() const {
@@ -693,14 +502,7 @@ class RoundRunner {
   Clock::time_point start_{};  // the call's first sleep (unset while it never waited)
   uint64_t bytesDone_ = 0;  // bytes moved in the finished rounds of this call
   uint64_t roundBase_ = 0;  // wireBytes() when the current round was posted
-  uint64_t sigSeq_ = 0;     // receive sequence number of the neighbour's call message
-  bool sigPending_ = false;
-  bool inlinePending_ = false;  // the neighbour's inline bytes await their receive step
-  bool sign_ = false;           // this call exchanges call messages
-  bool lazyOk_ = false;         // nothing to receive from prev: may finish without prev's call
-                                // messages (they are then carried)
-  transport::Connection* prevConn_ = nullptr;
-  uint64_t lastPrevSend_ = 0;  // sequence number of the last send posted to prev
+  CheckedCall check_;  // this call's part in the call-mismatch check (inactive without it)
 };
 
 // Decides Plan::direct (see there) and fills Plan::directPeers.

@@ -161,14 +161,18 @@ Result<Config> readConfig(const ncclConfig_t* in, const char* api) {
 
 void CommState::recordAsync(const Status& s) {
   if (s.isOk() || s.code() == Code::kInProgress) return;
+  if (ready.load()) {  // `comm` no longer changes
+    recordAsyncError(comm, s);
+    return;
+  }
   std::lock_guard<std::mutex> lock(mu);
-  if (asyncStatus.isOk()) asyncStatus = s;
+  if (initError.isOk()) initError = s;
 }
 
 Status CommState::asyncError() const {
   {
     std::lock_guard<std::mutex> lock(mu);
-    if (!asyncStatus.isOk()) return asyncStatus;
+    if (!initError.isOk()) return initError;
   }
   if (ready.load() && comm.valid()) return comm.asyncError();
   return Status::ok();

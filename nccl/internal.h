@@ -77,7 +77,9 @@ struct CommState final : DeviceOwner {
   std::atomic<uint64_t> shrinks{0};  ///< ncclCommShrink calls on this (parent) communicator
 
   mutable std::mutex mu;  // guards everything below
-  Status asyncStatus;     ///< first error of init or of a worker task
+  /// The first error before the communicator exists (init, a cancelled init task). Once `ready`,
+  /// errors go to the communicator's own error state (recordAsync), the one slot it then has.
+  Status initError;
   std::string lastError;
   std::vector<PreMulOp> ops;              ///< handle kFirstDynamicOp + i
   std::map<void*, size_t> registrations;  ///< ncclCommRegister handles -> size
@@ -93,7 +95,11 @@ struct CommState final : DeviceOwner {
   /// Stops the worker before the device path and the communicator go (it runs their work).
   ~CommState() override { worker->stop(std::chrono::hours(24), false); }
 
+  /// Records the error of work run for this communicator outside an entry point that returns it
+  /// (a nonblocking group, a staged device job, init): later calls fail with it, as in NCCL
+  /// ("Attempt to use communicator before the previous operation returned ncclSuccess").
   void recordAsync(const Status& s);
+  /// ncclCommGetAsyncError's answer: initError, else the communicator's error state.
   Status asyncError() const;
 
   // DeviceOwner (nccl/group.cc).

@@ -1,0 +1,101 @@
+// File: core/wait.cc
+// Spinning, yielding and blocking while a call waits (see wait.h).
+#include "core/wait.h"
+
+#include <linux/futex.h>
+#include <poll.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+
+namespace tutti {
+
+namespace {
+// The adaptive spin budget's floor (ExecContext::spinBudget): a few passes still catch a peer
+// that answers at once.
+constexpr int kMinSpin = 16;
+// Yields after the spin budget before a wait blocks.
+constexpr int kMaxYields = 32;
+}  // namespace
+
+uint64_t movedOver(const ExecContext& ctx, std::span<const int> peers) {
+  uint64_t m = 0;
+  for (int peer : peers) {
+    const transport::Connection* c = ctx.conns[peer];
+    m += c->bytesSent + c->bytesReceived + c->sendsDone() + c->recvsDone();
+  }
+  return m;
+}
+
+bool SpinWait::pass() {
+  ++idle_;
+  if (!spunOut_) {
+    if (idle_ < ctx_.spinBudget) {
+      cpuRelax();
+      return true;
+    }
+    spunOut_ = true;
+    if (ctx_.adaptiveSpin)
+      ctx_.spinBudget = std::max(std::min(ctx_.spinCount, kMinSpin), ctx_.spinBudget / 2);
+  }
+  if (yields_ >= kMaxYields) return false;
+  ++yields_;
+  if (!ctx_.adaptiveSpin) {
+    sched_yield();
+    return true;
+  }
+  const auto y0 = std::chrono::steady_clock::now();
+  sched_yield();
+  // A yield that returns after more than a few microseconds let another task run: the CPUs are
+  // shared, and spinning longer would not have helped.
+  if (std::chrono::steady_clock::now() - y0 > std::chrono::microseconds(5)) contended_ = true;
+  return true;
+}
+
+void SpinWait::ended() {
+  if (!spunOut_)
+    spunFor(ctx_, idle_);
+  else if (yields_ > 0 && yields_ < kMaxYields && !contended_)
+    ctx_.spinBudget = std::min(ctx_.spinCount, 2 * ctx_.spinBudget);
+}
+
+Status blockOnPeers(ExecContext& ctx, std::span<const int> peers) {
+  pollfd fds[64];
+  int nfds = 0;
+  for (int peer : peers) {
+    const transport::Connection* c = ctx.conns[peer];
+    if (c->idle() || c->pollFd() < 0 || nfds == 64) continue;
+    fds[nfds++] = {c->pollFd(), c->pollEvents(), 0};
+  }
+  if (nfds > 0) {
+    poll(fds, nfds, 1);
+    return Status::ok();
+  }
+  uint32_t* bell = ctx.doorbellOwner ? ctx.doorbellOwner->doorbell() : nullptr;
+  if (!bell) {
+    usleep(50);
+    return Status::ok();
+  }
+  const uint32_t seen = __atomic_load_n(bell, __ATOMIC_ACQUIRE);
+  ctx.doorbellOwner->setSleeping(true);
+  // Re-check after announcing sleep: a peer that published before seeing the flag did not wake.
+  const uint64_t before = movedOver(ctx, peers);
+  for (int peer : peers) {
+    Status s = ctx.conns[peer]->progress();
+    if (!s.isOk()) {
+      ctx.doorbellOwner->setSleeping(false);
+      return s;
+    }
+  }
+  if (movedOver(ctx, peers) == before) {
+    timespec ts{0, 2'000'000};  // 2 ms: bounds the cost of a missed wake-up
+    syscall(SYS_futex, bell, FUTEX_WAIT, seen, &ts, nullptr, 0);
+  }
+  ctx.doorbellOwner->setSleeping(false);
+  return Status::ok();
+}
+
+}  // namespace tutti
