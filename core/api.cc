@@ -320,6 +320,31 @@ Status Communicator::allReduceFused(std::span<const ReduceBuffer> buffers, DataT
   return runBatch(*this, ops, fusionBytes());
 }
 
+Status Communicator::sendRecvGroup(std::span<const PeerTransfer> ops) {
+  TUTTI_COMM_OR_FAIL("sendRecvGroup");
+  const int rank = impl_->rank(), nranks = impl_->size();
+  std::vector<CallArgs> args;
+  args.reserve(ops.size());
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const PeerTransfer& t = ops[i];
+    const std::string api = fmt::format("sendRecvGroup: ops[{}]", i);
+    TUTTI_TRY(checkPeer(api.c_str(), "peer", t.peer, rank, nranks));
+    if (!isValid(t.dtype))
+      return invalidArgument("{}: invalid datatype (dtype={})", api, static_cast<int>(t.dtype));
+    if (t.count > 0) {
+      TUTTI_TRY(detail::checkCount(api.c_str(), t.count, t.dtype, 1));
+      if (!t.buf)
+        return invalidArgument("{}: buf is NULL (buf=NULL, count={}, rank={})", api, t.count,
+                               rank);
+    }
+    CallArgs a = makeArgs("sendRecvGroup", Coll::kSendRecv, t.send ? t.buf : nullptr,
+                          t.send ? nullptr : t.buf, t.count, t.dtype, RedOp::kSum, 0);
+    (t.send ? a.sendPeer : a.recvPeer) = t.peer;
+    args.push_back(a);
+  }
+  return runBatch(*this, args, 0);  // checks that messages to this rank itself pair up
+}
+
 Status Communicator::barrier() {
   TUTTI_COMM_OR_FAIL("barrier");
   return impl_->run(

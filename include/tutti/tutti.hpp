@@ -169,6 +169,27 @@ class TUTTI_API Communicator {
   /// allReduce.
   Status allReduceFused(std::span<const ReduceBuffer> buffers, DataType dtype, RedOp op);
 
+  /// One message of sendRecvGroup: `count` elements of `dtype` sent from `buf` to `peer` (`send`
+  /// true; `buf` is only read) or received from `peer` into `buf`.
+  struct PeerTransfer {
+    bool send = true;
+    void* buf = nullptr;
+    size_t count = 0;
+    DataType dtype = DataType::kUint8;
+    int peer = -1;
+  };
+  /// Runs every send and receive of `ops` together, as one NCCL group of ncclSend/ncclRecv does:
+  /// all are posted at once and progressed together, so ranks that each send before they
+  /// receive (two ranks exchanging large buffers, a pipeline's forward and backward messages)
+  /// do not wait for each other, which separate blocking send() and recv() calls would. Messages
+  /// between one pair of ranks match in list order, as separate calls do; the peer's group (or
+  /// its separate calls) must post the matching ones. A message to this rank itself needs a
+  /// receive of the same size from itself in the same group. Returns when every message is
+  /// complete. Every message is checked before anything runs: InvalidArgument naming its index
+  /// ("sendRecvGroup: ops[1]: peer 7 is outside [0, 4) ..."), nothing sent. Other errors as
+  /// send() and recv().
+  Status sendRecvGroup(std::span<const PeerTransfer> ops);
+
   // ---- stream-ordered versions: device or host memory, as the NCCL ABI takes them ----
   // `stream` is a cudaStream_t (nullptr: the legacy default stream), passed as void* so that this
   // header needs no CUDA. Buffers in CUDA device or managed memory: the call is enqueued on the

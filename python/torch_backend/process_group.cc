@@ -165,17 +165,27 @@ void ProcessGroupTutti::stop(bool drainFirst) {
 c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::enqueue(c10d::OpType type, const char* opName,
                                                           std::vector<at::Tensor> outputs,
                                                           bool async, Body body) {
-  const uint64_t seq = ++seq_;
-  auto work = c10::make_intrusive<TuttiWork>(
-      rank_, type, opName, seq, std::move(outputs), std::chrono::milliseconds(timeoutMs_.load()),
-      [this] { comm_.abort(); });
+  auto work = makeWork(type, opName, std::move(outputs));
+  submit(work, async, std::move(body));
+  return work;
+}
+
+c10::intrusive_ptr<TuttiWork> ProcessGroupTutti::makeWork(c10d::OpType type, const char* opName,
+                                                          std::vector<at::Tensor> outputs) {
+  return c10::make_intrusive<TuttiWork>(rank_, type, opName, ++seq_, std::move(outputs),
+                                        std::chrono::milliseconds(timeoutMs_.load()),
+                                        [this] { comm_.abort(); });
+}
+
+void ProcessGroupTutti::submit(const c10::intrusive_ptr<TuttiWork>& work, bool async, Body body) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    TORCH_CHECK(!stopping_, "tutti ", opName, ": the process group was shut down or aborted");
+    TORCH_CHECK(!stopping_, "tutti ", work->opName(),
+                ": the process group was shut down or aborted");
     if (async || running_ || !queue_.empty()) {
       queue_.push_back(Queued{work, std::move(body)});
       cv_.notify_one();
-      return work;
+      return;
     }
     running_ = true;
   }
@@ -185,7 +195,6 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::enqueue(c10d::OpType type, con
     running_ = false;
   }
   cv_.notify_all();  // the worker may have calls queued meanwhile by other threads
-  return work;
 }
 
 void ProcessGroupTutti::run(TuttiWork& work, const Body& body) {
@@ -640,11 +649,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::send(std::vector<at::Tensor>& 
   checkRoot(api, "dst", dstRank, size_);
   TORCH_CHECK_VALUE(dstRank != rank_, "tutti ", api, ": 'dst' is this rank (", rank_,
                     "); a send to itself is not supported");
-  at::Tensor t = tensors[0];
-  return enqueue(c10d::OpType::SEND, api, tensors, /*async=*/true, [t, dstRank](Communicator& c) {
-    Staged s = Staged::input(t);
-    return c.send(s.data(), s.bytes(), DataType::kUint8, dstRank);
-  });
+  return pointToPoint(/*send=*/true, tensors[0], dstRank);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::recv(std::vector<at::Tensor>& tensors,
@@ -655,13 +660,59 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::recv(std::vector<at::Tensor>& 
   checkRoot(api, "src", srcRank, size_);
   TORCH_CHECK_VALUE(srcRank != rank_, "tutti ", api, ": 'src' is this rank (", rank_,
                     "); a receive from itself is not supported");
-  at::Tensor t = tensors[0];
-  return enqueue(c10d::OpType::RECV, api, tensors, /*async=*/true, [t, srcRank](Communicator& c) {
+  return pointToPoint(/*send=*/false, tensors[0], srcRank);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::pointToPoint(bool send, const at::Tensor& t,
+                                                               int peer) {
+  if (coalescing_) {
+    coalescing_->tensors.push_back(t);
+    coalescing_->ops.emplace_back(send, peer);
+    if (!send) coalescing_->work->addOutput(t);
+    return coalescing_->work;
+  }
+  if (send)
+    return enqueue(c10d::OpType::SEND, "send", {t}, /*async=*/true, [t, peer](Communicator& c) {
+      Staged s = Staged::input(t);
+      return c.send(s.data(), s.bytes(), DataType::kUint8, peer);
+    });
+  return enqueue(c10d::OpType::RECV, "recv", {t}, /*async=*/true, [t, peer](Communicator& c) {
     Staged s = Staged::output(t);
-    Status st = c.recv(s.data(), s.bytes(), DataType::kUint8, srcRank);
+    Status st = c.recv(s.data(), s.bytes(), DataType::kUint8, peer);
     if (st.isOk()) s.writeBack();
     return st;
   });
+}
+
+void ProcessGroupTutti::startCoalescing() {
+  TORCH_CHECK_VALUE(!coalescing_, "tutti startCoalescing: a coalesced group is already open "
+                                  "(call endCoalescing first)");
+  coalescing_ = Coalesced{makeWork(c10d::OpType::COALESCED, "coalesced send/recv", {}), {}, {}};
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::endCoalescing() {
+  TORCH_CHECK_VALUE(coalescing_.has_value(),
+                    "tutti endCoalescing: no coalesced group is open (call startCoalescing first)");
+  Coalesced group = std::move(*coalescing_);
+  coalescing_.reset();
+  submit(group.work, /*async=*/true,
+         [tensors = std::move(group.tensors), ops = std::move(group.ops)](Communicator& c) {
+           std::vector<Staged> staged;
+           staged.reserve(tensors.size());
+           std::vector<Communicator::PeerTransfer> transfers;
+           for (size_t i = 0; i < tensors.size(); ++i) {
+             const auto [send, peer] = ops[i];
+             staged.push_back(send ? Staged::input(tensors[i]) : Staged::output(tensors[i]));
+             transfers.push_back({send, staged.back().data(), staged.back().bytes(),
+                                  DataType::kUint8, peer});
+           }
+           Status st = c.sendRecvGroup(transfers);
+           if (st.isOk())
+             for (size_t i = 0; i < staged.size(); ++i)
+               if (!ops[i].first) staged[i].writeBack();
+           return st;
+         });
+  return group.work;
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::recvAnysource(std::vector<at::Tensor>&, int) {

@@ -16,6 +16,7 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <tutti/tutti.hpp>
@@ -48,6 +49,8 @@ class TuttiWork : public c10d::Work {
 
   const char* opName() const { return opName_; }
   uint64_t seq() const { return seq_; }
+  /// Adds an output tensor (a coalesced group's receives), before the Work is queued.
+  void addOutput(const at::Tensor& t) { outputs_.push_back(t); }
 
  private:
   const char* opName_;
@@ -126,6 +129,16 @@ class ProcessGroupTutti : public c10d::Backend {
                                                int tag) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
 
+  /// batch_isend_irecv and _coalescing_manager: the sends and receives issued between
+  /// startCoalescing and endCoalescing run together, as one Communicator::sendRecvGroup (every
+  /// message posted at once), so ranks that send to each other before they receive do not wait
+  /// for each other. Each of them, and endCoalescing, returns the group's one Work. Collectives
+  /// issued meanwhile run as usual, in issue order. startCoalescing twice without an
+  /// endCoalescing, or endCoalescing without a start, raises ValueError.
+  bool supportsCoalescing() const override { return true; }
+  void startCoalescing() override;
+  c10::intrusive_ptr<c10d::Work> endCoalescing() override;
+
  private:
   using Body = std::function<Status(Communicator&)>;
   struct Queued {
@@ -140,6 +153,14 @@ class ProcessGroupTutti : public c10d::Backend {
   /// switches (tens of microseconds on a loaded machine) that dominate small collectives.
   c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type, const char* opName,
                                          std::vector<at::Tensor> outputs, bool async, Body body);
+  /// A Work with the next sequence number, not queued yet.
+  c10::intrusive_ptr<TuttiWork> makeWork(c10d::OpType type, const char* opName,
+                                         std::vector<at::Tensor> outputs);
+  /// Queues (or, as enqueue says, runs inline) `work` with its body.
+  void submit(const c10::intrusive_ptr<TuttiWork>& work, bool async, Body body);
+  /// A send (`send` true) or receive of `tensor` with `peer`: recorded into the group while
+  /// coalescing (returning the group's Work), else queued alone.
+  c10::intrusive_ptr<c10d::Work> pointToPoint(bool send, const at::Tensor& tensor, int peer);
   /// Runs `body` and completes `work` with its result (worker thread or an inline caller).
   void run(TuttiWork& work, const Body& body);
   void workerLoop();
@@ -157,6 +178,15 @@ class ProcessGroupTutti : public c10d::Backend {
   bool running_ = false;  ///< a body is running (worker or inline): the communicator is taken
   bool stopped_ = false;
   std::thread worker_;
+
+  /// The messages of the group being coalesced (startCoalescing .. endCoalescing); caller's
+  /// thread (torch issues a group from one thread).
+  struct Coalesced {
+    c10::intrusive_ptr<TuttiWork> work;
+    std::vector<at::Tensor> tensors;
+    std::vector<std::pair<bool, int>> ops;  ///< (send, peer) per tensor
+  };
+  std::optional<Coalesced> coalescing_;
 };
 
 }  // namespace tutti::torch_backend

@@ -254,6 +254,35 @@ def job_collectives():
     if n % 2 == 0:
         compare("send/recv ring", fp2p, torch.full((8,), float((r - 1) % n)))
 
+    def fbatch(g):
+        # batch_isend_irecv: every rank sends 4 MiB to every peer before it receives (as
+        # separate blocking sends this would wait forever), plus a small message each way.
+        big = 1 << 20
+        ops, got = [], []
+        for k in range(n):
+            if k == r:
+                continue
+            ops.append(dist.P2POp(dist.isend, torch.arange(big, dtype=torch.float32) + 1000 * r + k,
+                                  k, group=g))
+            ops.append(dist.P2POp(dist.isend, torch.full((3,), r * 10 + k, dtype=torch.int64), k,
+                                  group=g))
+        for k in range(n):
+            if k == r:
+                continue
+            got.append(torch.empty(big, dtype=torch.float32))
+            ops.append(dist.P2POp(dist.irecv, got[-1], k, group=g))
+            got.append(torch.empty(3, dtype=torch.int64))
+            ops.append(dist.P2POp(dist.irecv, got[-1], k, group=g))
+        for w in dist.batch_isend_irecv(ops):
+            w.wait()
+        return got
+    batch_ref = []
+    for k in range(n):
+        if k != r:
+            batch_ref.append(torch.arange(1 << 20, dtype=torch.float32) + 1000 * k + r)
+            batch_ref.append(torch.full((3,), k * 10 + r, dtype=torch.int64))
+    compare("batch_isend_irecv, sends first", fbatch, batch_ref)
+
     def fcoal(g):
         xs = [inputs(r, torch.float32, R.SUM, k + 1) for k in range(5)]
         dist.all_reduce_coalesced(xs, group=g)
