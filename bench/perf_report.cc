@@ -80,6 +80,76 @@ void Report::printFooter(std::string_view coll) const {
   std::fflush(stdout);
 }
 
+void Report::printValidation() const {
+  if (!print_) return;
+  auto within = [](double r) { return r >= 1 / 1.2 && r <= 1.2; };
+  auto far = [](double r) { return r >= 1 ? r : 1 / r; };
+  std::printf("#\n# validation: measured (out of place) / predicted (the simulator's time of the "
+              "algorithm that ran)\n");
+  std::printf("# %11s  %8s  %6s  %19s  %7s  %9s  %9s  %9s\n", "size (B)", "type", "redop",
+              "algorithm", "variant", "pred (us)", "meas (us)", "meas/pred");
+  int rows = 0, inRows = 0, autoRows = 0, autoIn = 0;
+  const Row* hi = nullptr;  // the row measured farthest above its prediction
+  const Row* lo = nullptr;  // ... and below
+  auto ratio = [](const Row& r) { return r.outOfPlace.timeUs / r.predictedUs; };
+  for (const Row& r : rows_) {
+    if (r.predictedUs <= 0 || r.outOfPlace.timeUs <= 0) continue;
+    const double q = ratio(r);
+    const std::string dtype(r.dtype), redop(r.redop);
+    std::printf("  %11zu  %8s  %6s  %19s  %7s  %9s  %9s  %9.2f%s\n", r.bytes, dtype.c_str(),
+                redop.c_str(), r.algorithm.c_str(), r.variant.empty() ? "auto" : r.variant.c_str(),
+                formatTimeUs(r.predictedUs).c_str(), formatTimeUs(r.outOfPlace.timeUs).c_str(), q,
+                within(q) ? "" : "  *");
+    ++rows;
+    inRows += within(q);
+    if (r.variant.empty() || r.variant == "auto") {
+      ++autoRows;
+      autoIn += within(q);
+    }
+    if (q >= 1 && (!hi || q > ratio(*hi))) hi = &r;
+    if (q < 1 && (!lo || q < ratio(*lo))) lo = &r;
+  }
+  if (rows == 0) {
+    std::printf("# validation: no row has a prediction\n");
+    return;
+  }
+  std::printf("# validation: %d of %d rows within 20%% of the prediction (%.0f%%); the selector's "
+              "rows: %d of %d (%.0f%%)\n",
+              inRows, rows, 100.0 * inRows / rows, autoIn, autoRows,
+              autoRows ? 100.0 * autoIn / autoRows : 0.0);
+  for (const Row* r : {hi, lo}) {
+    if (!r) continue;
+    const std::string v = r->variant.empty() ? "auto" : r->variant;
+    std::printf("# validation: farthest %s: %.2fx at %zu B (%s, %s)%s\n",
+                r == hi ? "above" : "below", ratio(*r), r->bytes, r->algorithm.c_str(), v.c_str(),
+                far(ratio(*r)) > 2 ? "  (off by more than 2x)" : "");
+  }
+  // The selector against the best forced algorithm, per case (consecutive rows of one shape).
+  int cases = 0, good = 0;
+  for (size_t i = 0; i < rows_.size();) {
+    size_t j = i;
+    double autoUs = -1, bestUs = -1;
+    while (j < rows_.size() && rows_[j].bytes == rows_[i].bytes &&
+           rows_[j].dtype == rows_[i].dtype && rows_[j].redop == rows_[i].redop &&
+           rows_[j].root == rows_[i].root) {
+      const double us = rows_[j].outOfPlace.timeUs;
+      if (rows_[j].variant == "auto") autoUs = us;
+      if (rows_[j].variant == "forced" && (bestUs < 0 || us < bestUs)) bestUs = us;
+      ++j;
+    }
+    if (autoUs > 0 && bestUs > 0) {
+      ++cases;
+      good += autoUs <= 1.15 * bestUs;
+    }
+    i = j;
+  }
+  if (cases > 0)
+    std::printf("# validation: the selector within 15%% of the best forced algorithm at %d of %d "
+                "cases\n",
+                good, cases);
+  std::fflush(stdout);
+}
+
 std::string Report::writeJson(const std::string& path) const {
   nlohmann::ordered_json all = nlohmann::ordered_json::array();
   for (const Row& r : rows_) {

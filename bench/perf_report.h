@@ -52,6 +52,10 @@ class Report {
   void printFooter(std::string_view coll) const;
 
   int64_t totalWrong() const { return totalWrong_; }
+  // --validate: every row with a prediction, measured (out of place) over predicted, then the
+  // summary: rows within 20% of their prediction (all, and the selector's), the farthest rows,
+  // and at how many cases the selector was within 15% of the best forced algorithm.
+  void printValidation() const;
   // Writes every row as a JSON array. Returns an error message, or "" on success.
   std::string writeJson(const std::string& path) const;
 

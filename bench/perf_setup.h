@@ -40,6 +40,7 @@ struct Config {
   int selfLaunchRanks = 0;
   int nthreads = 1;
   int ngpus = 1;
+  bool validate = false;  // --validate: the measured/predicted summary (algorithms: all)
   double soakSec = 0;  // --soak: random checked cases for this long instead of the sweep
   uint64_t seed = 1;   // --seed: the soak's cases
 };

@@ -124,6 +124,11 @@ int parseCommandLine(int argc, char** argv, Config& cfg) {
                  "descriptor and thread counts compared after a warm-up and at the end")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--seed", cfg.seed, "the soak's random cases (the same on every rank)");
+  app.add_flag("--validate", cfg.validate,
+               "the simulator against this machine: runs every algorithm (--algo all, unless "
+               "--algo is given) and ends with each row's measured / predicted time and a "
+               "summary: the share of rows within 20%, the farthest rows, and at how many sizes "
+               "the selector was within 15% of the best forced algorithm");
   app.add_option("-g,--ngpus", cfg.ngpus, "nccl-tests compatibility: must be 1")
       ->check(CLI::Range(1, 1));
   try {
@@ -371,6 +376,7 @@ int runSweep(Communicator& comm, const Config& cfg, const Plan& plan, Compare* c
   if (cmp && cmp->worst > 0 && printer)
     std::printf("# compare: worst auto/best %.2f at %zu B (%d interleaved rounds per size)\n",
                 cmp->worst, cmp->worstBytes, cmp->rounds);
+  if (cfg.validate) report.printValidation();
   report.printFooter(coll.name);
   if (printer && !cfg.jsonPath.empty()) {
     if (std::string err = report.writeJson(cfg.jsonPath); !err.empty()) {
@@ -397,7 +403,7 @@ int runRank(const Config& cfg, Result<Communicator> created) {
   if (cfg.soakSec > 0) return runSoak(comm, cfg);
   const Coll c = plan->coll->coll;
   std::vector<std::string> names;  // "" = the selector
-  if (cfg.algo == "all") {
+  if (cfg.algo == "all" || (cfg.validate && cfg.algo.empty())) {
     names.push_back("");
     for (const std::string& a : Communicator::algorithms(c)) names.push_back(a);
   } else {
