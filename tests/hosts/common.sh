@@ -12,6 +12,7 @@ common_cleanup() {
     kill -TERM "$harness_pid" 2>/dev/null  # the harness tears its namespaces down on TERM
     wait "$harness_pid" 2>/dev/null
   fi
+  # KEEP_OUT=path keeps the last harness output for a look after the test.
   [ -z "${KEEP_OUT:-}" ] || cp "$out" "$KEEP_OUT"
   rm -f "$out"
 }
