@@ -8,6 +8,7 @@ packages=(build-essential cmake pkg-config libspdlog-dev libfmt-dev libhwloc-dev
           libopenmpi-dev openmpi-bin   # mpirun tests
           clang-14 libclang-rt-14-dev  # tests/fuzz (libFuzzer)
           gnuplot-nox                  # bench/compare_peers.sh plots
+          iproute2 iptables            # tests/hosts: emulated hosts (namespaces, tc, loss)
           python3-dev python3-venv     # the Python module (tools/python_env.sh makes its venv)
           "$@")
 missing=()

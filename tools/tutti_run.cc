@@ -2,13 +2,21 @@
 // tutti-run: the single-host launcher (as `torchrun --standalone`). Runs N copies of a command as
 // ranks 0..N-1 of one job with the TUTTI_* launcher variables set, fails fast when a rank fails,
 // and exits with the status of the rank that failed first. Multi-host jobs use mpirun/srun.
+// --emulate-hosts HxR runs the job across H emulated hosts (network namespaces) by executing
+// tools/hosts.sh, installed beside tutti-run as tutti-hosts: the namespaces, links, shaping and
+// their teardown are ip/tc/iptables steps that the script owns with its traps, and the tests run
+// the same script.
 
 #include <fmt/format.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <cstring>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -25,6 +33,7 @@ constexpr int kMaxListedFailures = 8;
 
 constexpr std::string_view kUsage =
     R"(usage: tutti-run -n N [--timeout SEC] [--tag-output] [--] CMD [ARGS...]
+       tutti-run --emulate-hosts HxR [--link rate=RATE,loss=P%] [--timeout SEC] [--] CMD [ARGS...]
 
 Runs N copies of CMD on this host as ranks 0..N-1 of one tutti job. Every rank gets
 TUTTI_RANK, TUTTI_NRANKS, TUTTI_LOCAL_RANK, TUTTI_LOCAL_SIZE, TUTTI_COMM_ID (127.0.0.1 and a
@@ -34,11 +43,19 @@ options:
   -n N, -nN, -np N, --np N  number of ranks (1..1024)
   --timeout SEC             kill every rank after SEC seconds (default 0: no timeout)
   --tag-output              prefix every output line with "[rank] "
+  --emulate-hosts HxR       run H*R ranks on H emulated hosts, R per host: network
+                            namespaces on a bridge (root only; see docs/HOSTS.md). Ranks of a
+                            host use shm, hosts reach each other over tcp on their eth0.
+                            -n may be left out; if given it must be H*R. Output is tagged.
+  --link SPEC               with --emulate-hosts: shape every host's link, e.g. rate=10gbit,
+                            loss=1% (tc tbf and iptables; both directions)
   -h, --help                show this text
 
 When a rank fails, the others get 2 s to report it, then they are killed. The exit status is
 that of the first rank that failed (128+S for a signal S, 124 for a timeout), 0 if all passed.
 Ranks read stdin from /dev/null. SIGINT, SIGTERM and SIGHUP are forwarded to the ranks.
+With --emulate-hosts, the exit status is 77 when this machine cannot make namespaces (not root,
+no iproute2), and everything created for the run is removed when it ends.
 )";
 
 struct Args {
@@ -46,6 +63,9 @@ struct Args {
   double timeoutSec = 0;
   bool tagOutput = false;
   bool help = false;
+  int hosts = 0;         // --emulate-hosts HxR: H (0: a plain local run)
+  int ranksPerHost = 0;  // R
+  std::string link;      // --link SPEC, passed to the hosts script as is
   std::vector<std::string> command;
 };
 
@@ -73,7 +93,7 @@ std::optional<double> parseSeconds(std::string_view s) {
 // Options come first; the command starts at "--" or at the first argument that is not an option.
 Parsed parseArgs(int argc, char** argv) {
   Parsed p;
-  std::optional<std::string> ranksText, timeoutText;
+  std::optional<std::string> ranksText, timeoutText, emulateText;
   std::string ranksFlag = "-n";
   for (int i = 1; i < argc; ++i) {
     const std::string_view a = argv[i];
@@ -107,6 +127,18 @@ Parsed parseArgs(int argc, char** argv) {
       }
     } else if (a.starts_with("--timeout=")) {
       timeoutText = a.substr(10);
+    } else if (a == "--emulate-hosts" || a == "--link") {
+      if (!hasNext) {
+        p.error = fmt::format("tutti-run: {} needs a value", a);
+      } else if (a == "--link") {
+        p.args.link = argv[++i];
+      } else {
+        emulateText = argv[++i];
+      }
+    } else if (a.starts_with("--emulate-hosts=")) {
+      emulateText = a.substr(16);
+    } else if (a.starts_with("--link=")) {
+      p.args.link = a.substr(7);
     } else if (a.size() > 1 && a[0] == '-') {
       p.error = fmt::format("tutti-run: unknown option '{}' (see tutti-run --help)", a);
     } else {
@@ -114,6 +146,25 @@ Parsed parseArgs(int argc, char** argv) {
       break;
     }
     if (!p.error.empty()) return p;
+  }
+  if (emulateText) {
+    const size_t x = emulateText->find('x');
+    const std::optional<long> h =
+        x == std::string::npos ? std::nullopt : parseInt(emulateText->substr(0, x));
+    const std::optional<long> r =
+        x == std::string::npos ? std::nullopt : parseInt(emulateText->substr(x + 1));
+    if (!h || !r || *h < 1 || *r < 1 || *h > 200 || *h * *r > kMaxRanks) {
+      p.error = fmt::format(
+          "tutti-run: --emulate-hosts expects HxR with 1 <= H <= 200 and H*R <= {} (got '{}')",
+          kMaxRanks, *emulateText);
+      return p;
+    }
+    p.args.hosts = static_cast<int>(*h);
+    p.args.ranksPerHost = static_cast<int>(*r);
+    if (!ranksText) ranksText = std::to_string(*h * *r);
+  } else if (!p.args.link.empty()) {
+    p.error = "tutti-run: --link needs --emulate-hosts HxR";
+    return p;
   }
   if (!ranksText) {
     p.error = "tutti-run: the number of ranks is missing (-n N)";
@@ -138,6 +189,11 @@ Parsed parseArgs(int argc, char** argv) {
       p.args.timeoutSec = *t;
     }
   }
+  if (p.error.empty() && p.args.hosts > 0 && p.args.nranks != p.args.hosts * p.args.ranksPerHost) {
+    p.error = fmt::format("tutti-run: {} {} does not match --emulate-hosts {}x{} ({} ranks)",
+                          ranksFlag, p.args.nranks, p.args.hosts, p.args.ranksPerHost,
+                          p.args.hosts * p.args.ranksPerHost);
+  }
   if (p.error.empty() && p.args.command.empty()) p.error = "tutti-run: no command given";
   return p;
 }
@@ -154,6 +210,36 @@ void forwardStopSignals() {
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::sigaction(sig, &sa, nullptr);
 }
 
+// Replaces this process with the hosts script (tools/hosts.sh, copied beside this executable as
+// tutti-hosts by the build). Returns only on failure.
+int execEmulatedHosts(const Args& args) {
+  std::error_code ec;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  const std::filesystem::path script = self.parent_path() / "tutti-hosts";
+  if (ec || access(script.c_str(), X_OK) != 0) {
+    fmt::print(stderr,
+               "tutti-run: --emulate-hosts needs {} (tools/hosts.sh, copied there by the "
+               "build): {}\n",
+               script.string(), ec ? ec.message() : std::strerror(errno));
+    return 127;
+  }
+  std::vector<std::string> argv{script.string(), "--emulate",
+                                fmt::format("{}x{}", args.hosts, args.ranksPerHost), "--timeout",
+                                fmt::format("{}", args.timeoutSec)};
+  if (!args.link.empty()) {
+    argv.push_back("--link");
+    argv.push_back(args.link);
+  }
+  argv.push_back("--");
+  argv.insert(argv.end(), args.command.begin(), args.command.end());
+  std::vector<char*> cargv;
+  for (std::string& a : argv) cargv.push_back(a.data());
+  cargv.push_back(nullptr);
+  ::execv(cargv[0], cargv.data());
+  fmt::print(stderr, "tutti-run: cannot execute {}: {}\n", script.string(), std::strerror(errno));
+  return 127;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -167,6 +253,7 @@ int main(int argc, char** argv) {
     return kUsageExit;
   }
   const Args& args = parsed.args;
+  if (args.hosts > 0) return execEmulatedHosts(args);
 
   namespace launch = tutti::launch;
   launch::LaunchOptions opts;
