@@ -372,6 +372,21 @@ class Communicator:
         self._c.send_recv(array, send_peer, out, recv_peer)
         return out
 
+    def send_recv_group(self, sends: Sequence[Tuple[Array, int]],
+                        recvs: Sequence[Tuple[Array, int]]) -> List[Array]:
+        """Sends each ``(array, peer)`` of ``sends`` and receives each ``(out, peer)`` of
+        ``recvs``, all posted at once as one group (C++ ``Communicator::sendRecvGroup``, an NCCL
+        group of sends and receives), so that ranks that each send before they receive do not
+        wait for each other. Messages between two ranks match in list order, sends of this rank
+        before its receives; each receive's ``out`` must be as large as the matching send. A
+        message to this rank itself needs a receive of the same size from itself. Blocking;
+        returns the ``out`` arrays. ValueError naming ``sends[i]``/``recvs[i]`` for a peer out
+        of range, TypeError for an entry that is not an (array, peer) pair or an array tutti
+        cannot use; nothing is sent then."""
+        sends, recvs = list(sends), list(recvs)
+        self._c.send_recv_group(sends, recvs)
+        return [out for out, _ in recvs]
+
     def barrier(self, *, async_op: bool = False) -> Optional[Work]:
         """Returns when every rank has entered the barrier (or a Work that completes then)."""
         return self._c.barrier(async_op)

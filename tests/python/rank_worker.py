@@ -216,6 +216,18 @@ def send_recv_(comm):
             comm.recv(buf, peer)
             comm.send(data(r, 64, np.int32), peer)
         check_equal(buf, data(peer, 64, np.int32), "send/recv pair")
+    # One group: every rank sends 2 MiB to every rank (itself too) before it receives.
+    big = 1 << 19
+    sends = [(data(r * n + q, big, np.float32), q) for q in range(n)]
+    outs = comm.send_recv_group(sends, [(np.zeros(big, dtype=np.float32), q) for q in range(n)])
+    for q, out in enumerate(outs):
+        check_equal(out, data(q * n + r, big, np.float32), f"send_recv_group from rank {q}")
+    keep = np.full(4, 7, dtype=np.int32)
+    expect_raises(ValueError, ["send_recv_group", "sends[1][1]", str(n + 3)],
+                  lambda: comm.send_recv_group([(keep, 0), (keep, n + 3)], []))
+    expect_raises(TypeError, ["send_recv_group", "recvs[0]", "(array, peer)"],
+                  lambda: comm.send_recv_group([], [keep]))
+    check_equal(keep, np.full(4, 7, dtype=np.int32), "send_recv_group's bad input changed nothing")
 
 
 def barrier_(comm):
