@@ -69,6 +69,16 @@ Status Diagnostics::failed(const CallArgs& a, Status s, uint64_t seq, ExecContex
                              s.message()));
     }
   }
+  if (s.code() == Code::kTimeout && owner_.nranks > 2) {
+    // The peer this rank waited for may itself be waiting across a broken link: its own timeout
+    // (sent to every rank) names the peer it waited for, so this rank's error points there too.
+    auto n = std::move(timeoutNotice_);
+    if (!n) n = owner_.boot->pollNotice(kNoticeGrace);
+    if (n && n->origin != owner_.rank)
+      s = Status(s.code(), fmt::format("{} [rank {} {}: {}]", s.message(), n->origin,
+                                       n->code == Code::kTimeout ? "timed out too" : "failed",
+                                       n->text));
+  }
   if (s.code() == Code::kTimeout && !exec.report.empty()) {
     const std::string p = prefix();
     hang::writeLine(p + ": " + exec.report);

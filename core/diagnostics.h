@@ -71,7 +71,9 @@ class Diagnostics final : public ExecHooks, public hang::Source {
   }
   /// The call failed with `s`: returns its final error, which names an earlier failure of
   /// another rank when a notice of it came (the peer that vanished may have left because of it),
-  /// and writes the hang report of a timeout (exec.report). Logged as a warning.
+  /// or, for a timeout, appends another rank's timeout (whose text names the peer it waited
+  /// for: a chain of waiting ranks leads to the one that stopped or the link that broke); and
+  /// writes the hang report of a timeout (exec.report). Logged as a warning.
   Status failed(const CallArgs& a, Status s, uint64_t seq, ExecContext& exec);
   /// After failed(): tells the other ranks why this one stopped (the notice that failed the call,
   /// or `s`), unless `aborted` (an aborted communicator's peers are told by the abort).

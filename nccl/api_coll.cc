@@ -21,12 +21,6 @@
 namespace tutti::nccl {
 namespace {
 
-ncclResult_t failArg(const Status& s, CommState* comm = nullptr) {
-  ncclResult_t r = fail(s, comm);
-  noteGroupError(r);
-  return r;
-}
-
 bool hasReduction(Coll c) {
   return c == Coll::kAllReduce || c == Coll::kReduce || c == Coll::kReduceScatter;
 }

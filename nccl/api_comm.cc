@@ -140,11 +140,7 @@ ncclResult_t initRankConfig(const char* api, ncclComm_t* comm, int nranks,
       st = invalidArgument("{}: commId was not made by ncclGetUniqueId of this library: {}", api,
                            d.message());
   }
-  if (!st.isOk()) {
-    ncclResult_t r = fail(st);
-    noteGroupError(r);
-    return r;
-  }
+  if (!st.isOk()) return failArg(st);
   auto state = std::make_shared<CommState>();
   state->rank = rank;
   state->nranks = nranks;
@@ -259,12 +255,6 @@ Status doShrink(CommState& parent, std::vector<int> survivors, CommState* child,
   TUTTI_LOG_INFO(Subsys::kInit, "ncclCommShrink: rank {} -> rank {} of {} (survivors {})",
                  parent.rank, child->rank, child->nranks, list);
   return joinComm(*child, id);
-}
-
-ncclResult_t failArg(const Status& s, CommState* comm = nullptr) {
-  ncclResult_t r = fail(s, comm);
-  noteGroupError(r);
-  return r;
 }
 
 }  // namespace

@@ -78,6 +78,12 @@ Status runConcurrently(
 
 bool inGroup() { return tGroup.depth > 0; }
 
+ncclResult_t failArg(const Status& s, CommState* comm) {
+  const ncclResult_t r = fail(s, comm);
+  noteGroupError(r);
+  return r;
+}
+
 void noteGroupError(ncclResult_t r) {
   if (tGroup.depth > 0 && tGroup.error == ncclSuccess && r != ncclSuccess && r != ncclInProgress)
     tGroup.error = r;

@@ -25,6 +25,8 @@ ncclResult_t submit(const std::shared_ptr<CommState>& comm, BatchOp op);
 bool inGroup();
 /// Records an argument error of a call inside the group (ncclGroupEnd then returns it).
 void noteGroupError(ncclResult_t r);
+/// fail() for an argument error of an entry point: also noted for the enclosing group.
+ncclResult_t failArg(const Status& s, CommState* comm = nullptr);
 
 /// Runs one communicator's operations in order (what a group does per communicator). Used by the
 /// group layer and by tests of fusion. `fusionBytes` 0 disables fusion.
