@@ -170,6 +170,15 @@ CallArgs makeArgs(const char* api, Coll coll, const void* send, void* recv, size
 
 // The peer of a point-to-point call, named as the caller passed it (CallArgs uses -1 for "no
 // send" / "no receive", so -1 must be rejected here).
+// An error about element `i` of list argument `list` of `api`: "api: ..." becomes
+// "api: list[i]: ..." (built only when a check failed).
+Status atIndex(const Status& s, std::string_view api, const char* list, size_t i) {
+  std::string_view text = s.message();
+  if (text.starts_with(api) && text.substr(api.size()).starts_with(": "))
+    text.remove_prefix(api.size() + 2);
+  return Status(s.code(), fmt::format("{}: {}[{}]: {}", api, list, i, text));
+}
+
 Status checkPeer(const char* api, const char* arg, int peer, int rank, int nranks) {
   if (peer < 0 || peer >= nranks)
     return invalidArgument("{}: {} {} is outside [0, {}) ({}={}, rank={})", api, arg, peer, nranks,
@@ -310,12 +319,8 @@ Status Communicator::allReduceFused(std::span<const ReduceBuffer> buffers, DataT
                            0));
     bool inPlace = false;
     if (Status s = detail::checkCall(ops.back(), impl_->rank(), impl_->size(), &inPlace);
-        !s.isOk()) {  // "allReduceFused: sendbuff is NULL ..." -> "allReduceFused: buffers[2]: ..."
-      constexpr std::string_view kApi = "allReduceFused: ";
-      std::string_view text = s.message();
-      if (text.starts_with(kApi)) text.remove_prefix(kApi.size());
-      return Status(s.code(), fmt::format("allReduceFused: buffers[{}]: {}", i, text));
-    }
+        !s.isOk())
+      return atIndex(s, "allReduceFused", "buffers", i);
   }
   return runBatch(*this, ops, fusionBytes());
 }
@@ -325,18 +330,16 @@ Status Communicator::sendRecvGroup(std::span<const PeerTransfer> ops) {
   const int rank = impl_->rank(), nranks = impl_->size();
   std::vector<CallArgs> args;
   args.reserve(ops.size());
+  constexpr const char* kApi = "sendRecvGroup";
   for (size_t i = 0; i < ops.size(); ++i) {
     const PeerTransfer& t = ops[i];
-    const std::string api = fmt::format("sendRecvGroup: ops[{}]", i);
-    TUTTI_TRY(checkPeer(api.c_str(), "peer", t.peer, rank, nranks));
-    if (!isValid(t.dtype))
-      return invalidArgument("{}: invalid datatype (dtype={})", api, static_cast<int>(t.dtype));
-    if (t.count > 0) {
-      TUTTI_TRY(detail::checkCount(api.c_str(), t.count, t.dtype, 1));
-      if (!t.buf)
-        return invalidArgument("{}: buf is NULL (buf=NULL, count={}, rank={})", api, t.count,
-                               rank);
-    }
+    Status s = checkPeer(kApi, "peer", t.peer, rank, nranks);
+    if (s.isOk() && !isValid(t.dtype))
+      s = invalidArgument("{}: invalid datatype (dtype={})", kApi, static_cast<int>(t.dtype));
+    if (s.isOk() && t.count > 0) s = detail::checkCount(kApi, t.count, t.dtype, 1);
+    if (s.isOk() && t.count > 0 && !t.buf)
+      s = invalidArgument("{}: buf is NULL (buf=NULL, count={}, rank={})", kApi, t.count, rank);
+    if (!s.isOk()) return atIndex(s, kApi, "ops", i);
     CallArgs a = makeArgs("sendRecvGroup", Coll::kSendRecv, t.send ? t.buf : nullptr,
                           t.send ? nullptr : t.buf, t.count, t.dtype, RedOp::kSum, 0);
     (t.send ? a.sendPeer : a.recvPeer) = t.peer;

@@ -4,8 +4,9 @@
 // core/plan_cache.h), its progress thread (TaskQueue: asynchronous calls and staged device jobs
 // in issue order), selection (Selection, core/selection.h) and calibration (core/calibrate.cc),
 // diagnostics (Diagnostics, core/diagnostics.h: the call check, stats, trace, hang reports,
-// failure notices) and the error state. The entry points: run (blocking), runAsync, runOnStream (core/stream_calls.cc), and
-// runChecked / runPlan / planFor for the batch entry (core/batch.cc).
+// failure notices) and the error state. The entry points: run (blocking), runAsync,
+// runOnStream (core/stream_calls.cc), and runChecked / runPlan / planFor for the batch entry
+// (core/batch.cc).
 #pragma once
 
 #include <atomic>
@@ -148,6 +149,9 @@ class CommImpl final : public DeviceOwner {
   /// call's start, read only when tracing.
   Status afterCall(const CallArgs& a, Plan& plan, Status s, bool timed, uint64_t k0,
                    std::chrono::steady_clock::time_point t0);
+  /// A call of `coll` that executed failed with `s`: its final error (Diagnostics::failed)
+  /// becomes the error state and is told to the other ranks. Returns it.
+  Status callFailed(Coll coll, Status s);
   /// Hang-report lines of the queued calls not started yet.
   void reportQueued(const std::string& prefix);
 

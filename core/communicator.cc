@@ -339,14 +339,18 @@ Status CommImpl::execute(const CallArgs& a, bool inPlace) {
 
 Status CommImpl::afterCall(const CallArgs& a, Plan& plan, Status s, bool timed, uint64_t k0,
                            std::chrono::steady_clock::time_point t0) {
-  if (s.isOk()) {
+  if (s.isOk())
     diag_.ok(plan, timed, k0, exec_.bytesMoved);
-  } else {
-    s = diag_.failed(a, std::move(s), seq_, exec_);
-    recordError(s);
-    diag_.tellOthers(s, abort_.load());
-  }
+  else
+    s = callFailed(a.coll, std::move(s));
   if (diag_.tracing()) diag_.trace(a, plan, s, seq_, exec_.bytesMoved, t0);
+  return s;
+}
+
+Status CommImpl::callFailed(Coll coll, Status s) {
+  s = diag_.failed(coll, std::move(s), seq_, exec_);
+  recordError(s);
+  diag_.tellOthers(s, abort_.load());
   return s;
 }
 
@@ -423,14 +427,7 @@ Status CommImpl::runPlan(Plan& plan, const void* input, void* output, const Call
   ++seq_;
   diag_.begin(signAs, plan.coll, seq_, exec_);
   Status s = tutti::execute(plan, input, output, plans_.scratch(), exec_, seq_);
-  if (!s.isOk()) {
-    CallArgs what;
-    what.coll = plan.coll;
-    s = diag_.failed(signAs ? *signAs : what, std::move(s), seq_, exec_);
-    recordError(s);
-    diag_.tellOthers(s, abort_.load());
-  }
-  return s;
+  return s.isOk() ? s : callFailed(plan.coll, std::move(s));
 }
 
 Result<const Plan*> CommImpl::planFor(const CallArgs& args, bool inPlace) {

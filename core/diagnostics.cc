@@ -54,7 +54,7 @@ std::string Diagnostics::prefix() const {
                      getpid());
 }
 
-Status Diagnostics::failed(const CallArgs& a, Status s, uint64_t seq, ExecContext& exec) {
+Status Diagnostics::failed(Coll coll, Status s, uint64_t seq, ExecContext& exec) {
   inCall_.store(false, std::memory_order_relaxed);
   if (!notice_ && s.code() == Code::kRemoteError && owner_.nranks > 2) {
     // The peer that vanished may have left because of an earlier failure elsewhere.
@@ -65,7 +65,7 @@ Status Diagnostics::failed(const CallArgs& a, Status s, uint64_t seq, ExecContex
       s = Status(notice_->code,
                  fmt::format("{} #{}: rank {} failed, so this call cannot complete (rank={}): {} "
                              "[this rank then saw: {}]",
-                             collName(a.coll), seq, notice_->origin, owner_.rank, notice_->text,
+                             collName(coll), seq, notice_->origin, owner_.rank, notice_->text,
                              s.message()));
     }
   }

@@ -74,7 +74,7 @@ class Diagnostics final : public ExecHooks, public hang::Source {
   /// or, for a timeout, appends another rank's timeout (whose text names the peer it waited
   /// for: a chain of waiting ranks leads to the one that stopped or the link that broke); and
   /// writes the hang report of a timeout (exec.report). Logged as a warning.
-  Status failed(const CallArgs& a, Status s, uint64_t seq, ExecContext& exec);
+  Status failed(Coll coll, Status s, uint64_t seq, ExecContext& exec);
   /// After failed(): tells the other ranks why this one stopped (the notice that failed the call,
   /// or `s`), unless `aborted` (an aborted communicator's peers are told by the abort).
   void tellOthers(const Status& s, bool aborted);

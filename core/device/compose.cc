@@ -40,16 +40,7 @@ bool sameShape(const Call& a, const Call& b) {
 
 // NCCL's in-place form of collective `c` on `rank` (base/arg_check.h).
 bool inPlaceOn(const Call& c, int rank, int nranks) {
-  CallArgs a;
-  a.coll = c.coll;
-  a.send = c.send;
-  a.recv = c.recv;
-  a.count = c.count;
-  a.dtype = c.dtype;
-  a.op = c.op;
-  a.root = c.root;
-  a.api = c.api;
-  return detail::inPlaceOf(a, rank, nranks);
+  return detail::inPlaceOf(c.callArgs(), rank, nranks);
 }
 
 std::vector<const Call*> collectives(const std::vector<Call>& batch) {
