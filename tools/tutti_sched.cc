@@ -17,10 +17,13 @@
 #include <vector>
 
 #include "algorithms/algorithm.h"
+#include "algorithms/link_model.h"
 #include "algorithms/schedule_json.h"
+#include "algorithms/selector.h"
 #include "algorithms/simulator.h"
 #include "algorithms/verifier.h"
 #include "base/strings.h"
+#include "topology/topology.h"
 
 namespace tutti::algo {
 namespace {
@@ -39,11 +42,17 @@ const char* const kHelp = R"(usage: tutti-sched <command> [options]
       tokens n-1, n+1, n/2 (relative to nranks); --nranks takes ranges (1-64) and lists.
       Defaults: --nranks 1-16 --count 0,1,n-1,n+1,1009 --root 0,1,n/2,n-1 --inplace both;
       --file F verifies a JSON schedule (docs/SCHEDULES.md) at the file's own nranks
-  predict --coll C [--algo A] --nranks N [--sizes 8:256M] [--dtype float] [--link shm|tcp]
-          [--latency-us X] [--bandwidth-gbps Y] [--reduce-gbps Z]
-      predicted microseconds per algorithm and size; sizes are bytes (a:b doubles from a to b,
-      or a list); per-rank collectives (allgather, reducescatter, alltoall, gather, scatter)
-      take the total size as nccl-tests prints it
+  predict --coll C [--algo A] [--sizes 8:256M] [--dtype float] [--link-file F]
+          (--nranks N [--link shm|tcp] [--latency-us X] [--bandwidth-gbps Y] [--reduce-gbps Z]
+           | --topo FILE [--nranks N])
+      predicted microseconds per algorithm and size, the selector's choice per size and, last,
+      where each choice wins ("# selector: ring 8 B..4 KiB, ..."); sizes are bytes (a:b
+      doubles from a to b, a:b:f multiplies by f, or a list); per-rank collectives
+      (allgather, reducescatter, alltoall, gather, scatter) take the total size as nccl-tests
+      prints it. --link: every pair joined by one class of the default model; --topo: the
+      machine a topology file describes (docs/TOPOLOGY.md; its ranks, or N ranks on its first
+      host), costed as the library costs it there (hierarchical algorithms included);
+      --link-file: a link-model file (TUTTI_LINK_FILE's format) applied last
   dump --coll C --algo A --nranks N --rank R --count K [--root N] [--inplace]
       prints one rank's schedule
 )";
@@ -352,14 +361,8 @@ int parseAlgoArgs(const Options& o, Coll& coll, int& nranks) {
   return 0;
 }
 
-int cmdPredict(const Options& o) {
-  Coll coll;
-  int n = 0;
-  if (int rc = parseAlgoArgs(o, coll, n)) return rc;
-  auto dtype = parseDataType(o.get("dtype", "float"));
-  if (!dtype) return usage("--dtype: unknown type '{}'", o.get("dtype"));
-  std::vector<uint64_t> sizes;
-  const std::string spec = o.get("sizes", "8:256M");
+// Sizes for predict: "a:b[:factor]" (a, a*factor, ... up to b) or a comma list of byte sizes.
+int parseSizes(const std::string& spec, std::vector<uint64_t>& sizes) {
   if (spec.find(':') != std::string::npos) {
     auto parts = split(spec, ':');
     uint64_t lo = 0, hi = 0, factor = 2;
@@ -374,22 +377,109 @@ int cmdPredict(const Options& o) {
       sizes.push_back(b);
     }
   }
-  LinkModel model = LinkModel::defaults();
+  return 0;
+}
+
+// What predict costs on: the link model, the ranks and, from a topology, their host groups.
+struct Machine {
+  LinkModel model;
+  int nranks = 0;
+  std::vector<int> hostOf;  // CollShape::hostOf: empty on one host
+  std::string description;  // the header's "every pair" or "topology=F (H hosts)"
+};
+
+// " shm (0.3 us, 5 GB/s) tcp (25 us, 2.8 GB/s)": the classes that join ranks of `m`.
+std::string classesText(const Machine& m) {
+  std::set<int> classes;
+  for (int a = 0; a < m.nranks; ++a)
+    for (int b = 0; b < m.nranks; ++b) classes.insert(static_cast<int>(m.model.classOf(a, b)));
+  std::string text;
+  for (int c : classes) {
+    if (c == static_cast<int>(LinkClass::kSelf)) continue;
+    const LinkParams& lp = m.model.links[c];
+    text += fmt::format(" {} ({} us, {} GB/s)", linkClassName(static_cast<LinkClass>(c)),
+                        lp.latencyUs, lp.bandwidthGBps);
+  }
+  return text;
+}
+
+// --topo FILE: the machine a topology file describes (its placement of ranks, or --nranks ranks
+// on its first host), costed like the library would cost it there.
+int topologyMachine(const Options& o, Machine& m) {
+  for (const char* name : {"link", "latency-us", "bandwidth-gbps", "reduce-gbps"})
+    if (o.has(name)) return usage("--{} does not go with --topo (use --link-file)", name);
+  auto t = topo::loadFile(o.get("topo"));
+  if (!t.isOk()) return fmt::print(stderr, "tutti-sched: {}\n", t.status().message()), 1;
+  topo::Topology world = std::move(t.value());
+  if (world.ranks.empty()) {
+    uint64_t n = 0;
+    if (!parseNumber(o.get("nranks"), n) || n < 1 || n > 4096)
+      return usage("--nranks: {} places no ranks, so give 1..4096 (on its first host), got '{}'",
+                   o.get("topo"), o.get("nranks"));
+    world.ranks.assign(n, topo::RankPlace{});
+  } else if (o.has("nranks") &&
+             o.get("nranks") != std::to_string(world.ranks.size())) {
+    return usage("--nranks: {} places {} ranks, got '{}'", o.get("topo"), world.ranks.size(),
+                 o.get("nranks"));
+  }
+  m.model = linkModelFor(world);
+  m.nranks = static_cast<int>(world.ranks.size());
+  m.hostOf = hierarchyGroups(world);
+  m.description = fmt::format("topology={} ({} host{})", o.get("topo"), world.hosts.size(),
+                              world.hosts.size() == 1 ? "" : "s");
+  return 0;
+}
+
+// --link shm|tcp: every pair of ranks joined by one class of LinkModel::defaults(), adjusted by
+// --latency-us, --bandwidth-gbps and --reduce-gbps.
+int uniformMachine(const Options& o, Machine& m) {
+  Coll unused;
+  if (int rc = parseAlgoArgs(o, unused, m.nranks)) return rc;
+  m.model = LinkModel::defaults();
   LinkClass cls = LinkClass::kShm;
   const std::string link = o.get("link", "shm");
   if (link == "tcp")
     cls = LinkClass::kTcp;
   else if (link != "shm")
     return usage("--link: expected shm or tcp, got '{}'", link);
-  model.classOf = [cls](int s, int d) { return s == d ? LinkClass::kSelf : cls; };
-  LinkParams& lp = model.links[static_cast<int>(cls)];
+  m.model.classOf = [cls](int s, int d) { return s == d ? LinkClass::kSelf : cls; };
+  LinkParams& lp = m.model.links[static_cast<int>(cls)];
   for (auto [name, field] :
        {std::pair{"latency-us", &lp.latencyUs}, std::pair{"bandwidth-gbps", &lp.bandwidthGBps},
-        std::pair{"reduce-gbps", &model.reduceGBps}}) {
+        std::pair{"reduce-gbps", &m.model.reduceGBps}}) {
     if (!o.has(name)) continue;
     if (!parseDouble(o.get(name), *field) || *field <= 0)
       return usage("--{}: expected a positive number, got '{}'", name, o.get(name));
   }
+  m.description = "every pair";
+  return 0;
+}
+
+// "8 B", "4 KiB", "256 MiB" for the crossover lines.
+std::string bytesText(uint64_t b) {
+  if (b >= (1ull << 30) && b % (1ull << 30) == 0) return fmt::format("{} GiB", b >> 30);
+  if (b >= (1ull << 20) && b % (1ull << 20) == 0) return fmt::format("{} MiB", b >> 20);
+  if (b >= (1ull << 10) && b % (1ull << 10) == 0) return fmt::format("{} KiB", b >> 10);
+  return fmt::format("{} B", b);
+}
+
+int cmdPredict(const Options& o) {
+  if (!o.has("coll")) return usage("--coll is required");
+  auto parsed = parseColl(o.get("coll"));
+  if (!parsed) return usage("--coll: unknown collective '{}'", o.get("coll"));
+  const Coll coll = *parsed;
+  Machine m;
+  if (int rc = o.has("topo") ? topologyMachine(o, m) : uniformMachine(o, m)) return rc;
+  if (o.has("link-file")) {
+    Status s = applyLinkFile(o.get("link-file"), m.model);
+    if (!s.isOk()) return fmt::print(stderr, "tutti-sched: {}\n", s.message()), 1;
+    m.description += fmt::format(" + {}", o.get("link-file"));
+  }
+  const int n = m.nranks;
+  auto dtype = parseDataType(o.get("dtype", "float"));
+  if (!dtype) return usage("--dtype: unknown type '{}'", o.get("dtype"));
+  std::vector<uint64_t> sizes;
+  if (int rc = parseSizes(o.get("sizes", "8:256M"), sizes)) return rc;
   std::vector<const AlgorithmInfo*> algos;
   for (const AlgorithmInfo* a : sortedAlgorithms())
     if (a->coll == coll && (!o.has("algo") || a->name == o.get("algo"))) algos.push_back(a);
@@ -398,28 +488,33 @@ int cmdPredict(const Options& o) {
   const size_t elem = dataTypeBytes(*dtype);
   const bool perRank = coll == Coll::kAllGather || coll == Coll::kReduceScatter ||
                        coll == Coll::kAllToAll || coll == Coll::kGather || coll == Coll::kScatter;
-  fmt::print("# {} nranks={} dtype={} link={} ({} us, {} GB/s) reduce {} GB/s; predicted us\n",
-             collName(coll), n, dataTypeName(*dtype), link, lp.latencyUs, lp.bandwidthGBps,
-             model.reduceGBps);
+  fmt::print("# {} nranks={} dtype={} {}:{}; reduce {} GB/s; predicted us\n", collName(coll), n,
+             dataTypeName(*dtype), m.description, classesText(m), m.model.reduceGBps);
   std::string header = fmt::format("{:>12} {:>12}", "size(B)", "count");
   std::vector<size_t> width;
   for (const AlgorithmInfo* a : algos) {
     width.push_back(std::max<size_t>(12, a->name.size()));
     header += fmt::format(" {:>{}}", a->name, width.back());
   }
-  fmt::print("{}\n", header);
+  fmt::print("{}  selector\n", header);
   std::vector<std::string> errors;
+  struct Run {
+    std::string algo;
+    uint64_t from, to;
+  };
+  std::vector<Run> runs;  // the selector's choice over consecutive sizes
   for (uint64_t bytes : sizes) {
     const uint64_t count = bytes / elem / (perRank ? n : 1);
+    CollShape s{coll, 0, n, count, *dtype, RedOp::kSum, 0, false};
+    s.hostOf = m.hostOf;
     std::string line = fmt::format("{:>12} {:>12}", bytes, count);
     for (size_t i = 0; i < algos.size(); ++i) {
       const AlgorithmInfo* a = algos[i];
-      CollShape s{coll, 0, n, count, *dtype, RedOp::kSum, 0, false};
       if (a->supports && !a->supports(s)) {
         line += fmt::format(" {:>{}}", "-", width[i]);
         continue;
       }
-      auto t = predict(*a, s, model);
+      auto t = predict(*a, s, m.model);
       if (!t.isOk()) {
         line += fmt::format(" {:>{}}", "error", width[i]);
         errors.push_back(fmt::format("{} at {} bytes: {}", a->name, bytes, t.status().message()));
@@ -427,8 +522,20 @@ int cmdPredict(const Options& o) {
       }
       line += fmt::format(" {:>{}.2f}", t.value(), width[i]);
     }
-    fmt::print("{}\n", line);
+    // The choice the library would make on this machine (among every registered algorithm, so
+    // with --algo it may name one not in the table).
+    auto d = select(s, m.model, {});
+    const std::string chosen(d.isOk() && d.value().algo ? d.value().algo->name : "-");
+    fmt::print("{}  {}\n", line, chosen);
+    if (count == 0) continue;  // a per-rank size below one element per rank: nothing to choose
+    if (runs.empty() || runs.back().algo != chosen) runs.push_back(Run{chosen, bytes, bytes});
+    runs.back().to = bytes;
   }
+  std::string text;
+  for (const Run& r : runs)
+    text += fmt::format("{}{} {}{}", text.empty() ? "" : ", ", r.algo, bytesText(r.from),
+                        r.to == r.from ? "" : ".." + bytesText(r.to));
+  if (!runs.empty()) fmt::print("# selector: {}\n", text);
   for (const std::string& e : errors) fmt::print(stderr, "tutti-sched: {}\n", e);
   return errors.empty() ? 0 : 1;
 }
@@ -497,7 +604,7 @@ int run(int argc, char** argv) {
   if (cmd == "predict") {
     Options o = parseOptions(argc, argv,
                              {"coll", "algo", "nranks", "sizes", "dtype", "link", "latency-us",
-                              "bandwidth-gbps", "reduce-gbps"},
+                              "bandwidth-gbps", "reduce-gbps", "topo", "link-file"},
                              {});
     return o.error.empty() ? cmdPredict(o) : usage("{}", o.error);
   }

@@ -11,3 +11,8 @@ TUTTI_TOPO_FILE=$d/a.json '$<TARGET_FILE:tutti-topo>' --json > $d/b.json; cmp $d
 '$<TARGET_FILE:tutti-topo>' | grep -q Package; '$<TARGET_FILE:tutti-topo>' | grep -q NUMANode; \
 '$<TARGET_FILE:tutti-topo>' | grep -q 'Cache L'; rm -r $d")
 set_tests_properties(unit.tutti_topo_roundtrip PROPERTIES LABELS unit TIMEOUT 60)
+# tutti-sched predict on a topology file: the selector column is the cheapest, the summary line,
+# --link-file, bad arguments.
+add_test(NAME unit.tutti_sched_predict
+  COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/tutti_sched_predict.sh $<TARGET_FILE:tutti-sched> ${PROJECT_SOURCE_DIR})
+set_tests_properties(unit.tutti_sched_predict PROPERTIES LABELS unit TIMEOUT 60)

@@ -60,6 +60,11 @@ def dgx_h100(name):
                   for s in switches]
     return cpu_host(name, 2, 56, 2, 1 << 40, 105 << 20, nics, gpus, switch_pci)
 
+# Ranks whose buffers are in GPU memory reduce and copy with device kernels: float32 sum on an
+# H100 at 2791 GB/s, 1.00 of its device-to-device cudaMemcpy (tutti-kernel-bench --backend cuda
+# -o sum, 64 MiB; docs/PERFORMANCE.md), instead of the host default of 10 GB/s.
+GPU_RATES = {"reduce_gbps": 2790.0, "copy_gbps": 2790.0}
+
 def write(path, hosts, ranks, links=None):
     doc = {"version": 1, "hosts": hosts, "ranks": ranks}
     if links:
@@ -75,7 +80,7 @@ write("cpu-2socket.json",
 
 # One 8-GPU NVLink node (DGX H100-like): 8 ranks, one per GPU, each with its own NIC.
 write("dgx-h100-8gpu.json", [dgx_h100("dgx-0")],
-      [{"host": 0, "numa_node": g // 4, "gpu": g, "nic": g} for g in range(8)])
+      [{"host": 0, "numa_node": g // 4, "gpu": g, "nic": g} for g in range(8)], GPU_RATES)
 
 # 4 hosts over 25 Gbit/s Ethernet (TCP), 4 ranks per host, ranks of a host contiguous. Shows a
 # link override: the TCP latency measured on such a cluster.
@@ -87,4 +92,5 @@ write("tcp-4host.json",
 
 # 2 DGX H100-like hosts over 8 x 400 Gbit/s InfiniBand: 16 ranks, one per GPU.
 write("ib-2host-8gpu.json", [dgx_h100("dgx-0"), dgx_h100("dgx-1")],
-      [{"host": r // 8, "numa_node": (r % 8) // 4, "gpu": r % 8, "nic": r % 8} for r in range(16)])
+      [{"host": r // 8, "numa_node": (r % 8) // 4, "gpu": r % 8, "nic": r % 8} for r in range(16)],
+      GPU_RATES)
