@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -75,6 +76,27 @@ double nicSpeedGbps(const std::string& name, bool ib) {
   const double v = std::strtod(text.c_str(), &end);
   if (end == text.c_str() || !(v > 0)) return 0;
   return ib ? v : v / 1000.0;
+}
+
+// When no PCI Ethernet NIC has a known speed (a container's or an emulated host's network
+// namespace, whose link is a veth; a VM whose virtio NIC reports none), the network interfaces
+// that are not PCI devices and are up with a speed: that is the link tcp crosses to other hosts
+// (NCCL reads the same /sys/class/net/X/speed for its socket devices).
+void probeVirtualNics(Host& h) {
+  for (const Nic& n : h.nics)
+    if (n.type == "ethernet" && n.speedGbps > 0) return;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/sys/class/net", ec)) {
+    const std::string name = e.path().filename().string();
+    std::error_code ec2;
+    const auto dev = std::filesystem::canonical(e.path(), ec2).string();
+    if (name == "lo" || ec2 || dev.find("/devices/virtual/") == std::string::npos) continue;
+    if (readFirstLine(e.path().string() + "/operstate") != "up") continue;
+    Nic n;
+    n.name = name;
+    n.speedGbps = nicSpeedGbps(name, /*ib=*/false);
+    if (n.speedGbps > 0) h.nics.push_back(n);
+  }
 }
 
 void probeCaches(hwloc_topology_t topo, Host& h) {
@@ -182,6 +204,7 @@ Result<Topology> probe() {
   }
   probeCaches(raw, h);
   probePci(raw, h);
+  probeVirtualNics(h);
   // A single NUMA node is where every device is, even when hwloc attaches it above the node.
   if (h.numaNodes.size() == 1) {
     const int only = h.numaNodes[0].osIndex;
