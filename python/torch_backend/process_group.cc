@@ -190,11 +190,15 @@ void ProcessGroupTutti::submit(const c10::intrusive_ptr<TuttiWork>& work, bool a
     running_ = true;
   }
   run(*work, body);
+  bool wake;
   {
     std::lock_guard<std::mutex> lock(mu_);
     running_ = false;
+    // The worker waits for queued calls (from other threads, meanwhile) or for stop(): waking
+    // it for nothing costs two context switches per blocking call.
+    wake = !queue_.empty() || stopping_;
   }
-  cv_.notify_all();  // the worker may have calls queued meanwhile by other threads
+  if (wake) cv_.notify_all();
 }
 
 void ProcessGroupTutti::run(TuttiWork& work, const Body& body) {
