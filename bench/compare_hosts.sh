@@ -113,20 +113,9 @@ for l in $LAYOUTS; do
   [[ $l =~ ^[0-9]+x[0-9]+$ ]] || { echo "compare_hosts.sh: --emulate expects HxR (got '$l')" >&2; exit 2; }
 done
 [ "$(id -u)" -eq 0 ] || { echo "compare_hosts.sh: SKIP: emulated hosts need root" >&2; exit 77; }
-if [ -z "$PEERS" ]; then
-  for d in "$top/../shared/peers" "$top/../../shared/peers"; do
-    [ -f "$d/bench_common.h" ] && PEERS=$(cd "$d" && pwd) && break
-  done
-fi
-if [ -z "$PEERS" ] || [ ! -f "$PEERS/bench_common.h" ]; then
-  echo "compare_hosts.sh: peers' harness not found (looked for ../shared/peers; use --peers DIR)" >&2
-  exit 2
-fi
-TB=${TUTTI_BUILD:-$top/build}
-WORK=$TB/compare-hosts
-OUT=${OUT:-$WORK/results}
-mkdir -p "$WORK/src" "$WORK/bin" "$OUT"
-OUT=$(cd "$OUT" && pwd)
+# shellcheck source=bench/compare/work_dirs.sh
+. "$here/compare/work_dirs.sh"
+setup_work compare-hosts
 if [ "$QUICK" = 1 ]; then
   TARGET=${TARGET:-0.02} MAXB=${MAXB:-4M} FACTOR=${FACTOR:-4} LAUNCHES=${LAUNCHES:-1}
 else

@@ -53,20 +53,9 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-if [ -z "$PEERS" ]; then
-  for d in "$top/../shared/peers" "$top/../../shared/peers"; do
-    [ -f "$d/bench_common.h" ] && PEERS=$(cd "$d" && pwd) && break
-  done
-fi
-if [ -z "$PEERS" ] || [ ! -f "$PEERS/bench_common.h" ]; then
-  echo "compare_peers.sh: peers' harness not found (looked for ../shared/peers; use --peers DIR)" >&2
-  exit 2
-fi
-TB=${TUTTI_BUILD:-$top/build}
-WORK=$TB/compare-peers
-OUT=${OUT:-$WORK/results}
-mkdir -p "$WORK/src" "$WORK/bin" "$OUT"
-OUT=$(cd "$OUT" && pwd)
+# shellcheck source=bench/compare/work_dirs.sh
+. "$here/compare/work_dirs.sh"
+setup_work compare-peers
 
 if [ "$QUICK" = 1 ]; then TARGET=${TARGET:-0.02}; MAXB=${MAXB:-16M}; CEIL=0.2
 else TARGET=${TARGET:-0.2}; MAXB=${MAXB:-256M}; CEIL=1.0; fi

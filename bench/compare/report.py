@@ -134,6 +134,24 @@ def spread(launches, tr, n, coll, size, peer_lib, column, unit):
     return f"; launches: tutti {fmt(t)} {unit}, {LIBS[peer_lib]} {fmt(p)} {unit}"
 
 
+def wrong_elements(colls, where=""):
+    """'lib variant<where>: N wrong elements' for every run of colls (coll -> lib -> variant ->
+    rows) whose check found wrong elements."""
+    wrong = []
+    for coll, libs in colls.items():
+        for lib, variants in libs.items():
+            for v, rows in variants.items():
+                bad = sum(r[2] for r in rows.values())
+                if bad:
+                    wrong.append(f"{lib} {v}{where}: {bad} wrong elements")
+    return wrong
+
+
+def correctness_line(wrong):
+    return "**Correctness:** " + ("every size of every run passed its check (#wrong = 0)."
+                                  if not wrong else "FAILURES: " + "; ".join(wrong)) + "\n"
+
+
 def human(size):
     for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
         if size >= 1 << shift and size % (1 << shift) == 0:
@@ -352,14 +370,8 @@ def main():
                "transport. Every run checks its results first (#wrong must be 0).\n")
     wrong = []
     for (tr, n), colls in sorted(data.items()):
-        for coll, libs in colls.items():
-            for lib, variants in libs.items():
-                for v, rows in variants.items():
-                    bad = sum(r[2] for r in rows.values())
-                    if bad:
-                        wrong.append(f"{lib} {v} {tr} np{n}: {bad} wrong elements")
-    out.append("**Correctness:** " + ("every size of every run passed its check (#wrong = 0)." if not wrong
-                                      else "FAILURES: " + "; ".join(wrong)) + "\n")
+        wrong += wrong_elements(colls, f" {tr} np{n}")
+    out.append(correctness_line(wrong))
 
     out.append("## Targets\n")
     out.append("| target | measured | status |\n|---|---|---|")

@@ -44,15 +44,8 @@ def folder_report(path):
         return out, []
     tr, n = keys[0]
     colls = data[(tr, n)]
-    wrong = []
-    for coll, libs in colls.items():
-        for lib, variants in libs.items():
-            for v, rows in variants.items():
-                bad = sum(r[2] for r in rows.values())
-                if bad:
-                    wrong.append(f"{lib} {v}: {bad} wrong elements")
-    out.append("**Correctness:** " + ("every size of every run passed its check (#wrong = 0)."
-                                      if not wrong else "FAILURES: " + "; ".join(wrong)) + "\n")
+    wrong = report.wrong_elements(colls)
+    out.append(report.correctness_line(wrong))
 
     # Targets.
     rows = []
