@@ -132,15 +132,7 @@ log() { echo "[compare_hosts +$(( $(date +%s) - T0 ))s] $*"; }
 FAILS=()
 
 # ---- packages ----
-need=()
-for p in openmpi-bin libopenmpi-dev libgloo-dev g++ iproute2; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || need+=("$p")
-done
-if [ ${#need[@]} -gt 0 ]; then
-  if [ "$INSTALL" = 0 ]; then echo "compare_hosts.sh: missing packages: ${need[*]}" >&2; exit 1; fi
-  log "installing ${need[*]}"
-  "$top/tools/install_deps.sh" "${need[@]}" || exit 1
-fi
+need_packages openmpi-bin libopenmpi-dev libgloo-dev g++ iproute2
 
 # ---- binaries ----
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1

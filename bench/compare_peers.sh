@@ -71,15 +71,7 @@ has() { case " $LIBS " in *" $1 "*) return 0 ;; esac; return 1; }
 FAILS=()
 
 # ---------------------------------------------------------------- packages
-need=()
-for p in openmpi-bin libopenmpi-dev mpich libmpich-dev libgloo-dev gnuplot-nox g++; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || need+=("$p")
-done
-if [ ${#need[@]} -gt 0 ]; then
-  if [ "$INSTALL" = 0 ]; then echo "compare_peers.sh: missing packages: ${need[*]}" >&2; exit 1; fi
-  log "installing ${need[*]}"
-  "$top/tools/install_deps.sh" "${need[@]}" || exit 1
-fi
+need_packages openmpi-bin libopenmpi-dev mpich libmpich-dev libgloo-dev gnuplot-nox g++
 
 # ---------------------------------------------------------------- build
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
