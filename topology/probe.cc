@@ -1,8 +1,9 @@
 // File: topology/probe.cc
 // The hwloc probe: packages, NUMA nodes (with their CPUs and memory), cores, caches and PCI
-// devices (GPUs, Ethernet and InfiniBand NICs with their NUMA locality) of this host, turned into
-// the plain Topology struct. GPU details that hwloc does not know (CUDA ordinals, NVLinks) come
-// from topology/gpu_probe.cc. hwloc types never leave this file.
+// devices (GPUs, Ethernet and InfiniBand NICs with their NUMA locality; virtual interfaces such as
+// a veth when no PCI NIC knows its speed) of this host, turned into the plain Topology struct.
+// GPU details that hwloc does not know (CUDA ordinals, NVLinks) come from topology/gpu_probe.cc.
+// hwloc types never leave this file.
 #include <hwloc.h>
 #include <unistd.h>
 
