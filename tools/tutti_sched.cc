@@ -417,8 +417,8 @@ int topologyMachine(const Options& o, Machine& m) {
       return usage("--nranks: {} places no ranks, so give 1..4096 (on its first host), got '{}'",
                    o.get("topo"), o.get("nranks"));
     world.ranks.assign(n, topo::RankPlace{});
-  } else if (o.has("nranks") &&
-             o.get("nranks") != std::to_string(world.ranks.size())) {
+  } else if (uint64_t n = 0; o.has("nranks") && (!parseNumber(o.get("nranks"), n) ||
+                                                 n != world.ranks.size())) {
     return usage("--nranks: {} places {} ranks, got '{}'", o.get("topo"), world.ranks.size(),
                  o.get("nranks"));
   }
@@ -507,24 +507,25 @@ int cmdPredict(const Options& o) {
     const uint64_t count = bytes / elem / (perRank ? n : 1);
     CollShape s{coll, 0, n, count, *dtype, RedOp::kSum, 0, false};
     s.hostOf = m.hostOf;
+    // The selector simulates every algorithm that supports the call: the table reads its
+    // candidates, and the last column is the choice the library would make on this machine
+    // (among every registered algorithm, so with --algo it may name one not in the table).
+    auto d = select(s, m.model, {});
     std::string line = fmt::format("{:>12} {:>12}", bytes, count);
     for (size_t i = 0; i < algos.size(); ++i) {
-      const AlgorithmInfo* a = algos[i];
-      if (a->supports && !a->supports(s)) {
+      const Candidate* c = nullptr;
+      if (d.isOk())
+        for (const Candidate& k : d.value().candidates)
+          if (k.algo == algos[i]) c = &k;
+      if (!c) {  // does not support the call
         line += fmt::format(" {:>{}}", "-", width[i]);
-        continue;
-      }
-      auto t = predict(*a, s, m.model);
-      if (!t.isOk()) {
+      } else if (!c->error.empty()) {
         line += fmt::format(" {:>{}}", "error", width[i]);
-        errors.push_back(fmt::format("{} at {} bytes: {}", a->name, bytes, t.status().message()));
-        continue;
+        errors.push_back(fmt::format("{} at {} bytes: {}", algos[i]->name, bytes, c->error));
+      } else {
+        line += fmt::format(" {:>{}.2f}", c->predictedUs, width[i]);
       }
-      line += fmt::format(" {:>{}.2f}", t.value(), width[i]);
     }
-    // The choice the library would make on this machine (among every registered algorithm, so
-    // with --algo it may name one not in the table).
-    auto d = select(s, m.model, {});
     const std::string chosen(d.isOk() && d.value().algo ? d.value().algo->name : "-");
     fmt::print("{}  {}\n", line, chosen);
     if (count == 0) continue;  // a per-rank size below one element per rank: nothing to choose
