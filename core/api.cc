@@ -168,8 +168,6 @@ CallArgs makeArgs(const char* api, Coll coll, const void* send, void* recv, size
   return a;
 }
 
-// The peer of a point-to-point call, named as the caller passed it (CallArgs uses -1 for "no
-// send" / "no receive", so -1 must be rejected here).
 // An error about element `i` of list argument `list` of `api`: "api: ..." becomes
 // "api: list[i]: ..." (built only when a check failed).
 Status atIndex(const Status& s, std::string_view api, const char* list, size_t i) {
@@ -179,6 +177,8 @@ Status atIndex(const Status& s, std::string_view api, const char* list, size_t i
   return Status(s.code(), fmt::format("{}: {}[{}]: {}", api, list, i, text));
 }
 
+// The peer of a point-to-point call, named as the caller passed it (CallArgs uses -1 for "no
+// send" / "no receive", so -1 must be rejected here).
 Status checkPeer(const char* api, const char* arg, int peer, int rank, int nranks) {
   if (peer < 0 || peer >= nranks)
     return invalidArgument("{}: {} {} is outside [0, {}) ({}={}, rank={})", api, arg, peer, nranks,

@@ -352,30 +352,32 @@ void bindCollectives(nb::class_<PyComm>& cls) {
         std::vector<InBuffer> ins;
         std::vector<OutBuffer> outs;
         std::vector<Communicator::PeerTransfer> ops;
-        auto pair = [&](nb::list l, size_t i, const char* listName) {
+        // Entry i of `l`: its array, its checked peer and its name ("sends[2]").
+        struct Entry {
+          nb::handle array;
+          int peer;
+          std::string arg;
+        };
+        auto entry = [&](nb::list l, size_t i, const char* listName) {
           const std::string arg = std::string(listName) + "[" + std::to_string(i) + "]";
           nb::handle item = l[i];
           if (!nb::isinstance<nb::tuple>(item) || nb::len(item) != 2)
-            throw nb::type_error((std::string(api) + ": '" + arg +
-                                  "' must be a tuple (array, peer)")
-                                     .c_str());
+            throw nb::type_error(
+                (std::string(api) + ": '" + arg + "' must be a tuple (array, peer)").c_str());
           nb::tuple t = nb::borrow<nb::tuple>(item);
           const int peer = nb::cast<int>(t[1]);
           checkRank(api, (arg + "[1]").c_str(), peer, c);
-          return std::make_pair(nb::handle(t[0]), peer);
+          return Entry{t[0], peer, arg + "[0]"};
         };
         for (size_t i = 0; i < sends.size(); ++i) {
-          auto [a, peer] = pair(sends, i, "sends");
-          const std::string arg = "sends[" + std::to_string(i) + "][0]";
-          ins.push_back(importInput(api, arg.c_str(), a));
-          ops.push_back({true, ins.back().data, ins.back().count,
-                         ins.back().dtype, peer});
+          Entry e = entry(sends, i, "sends");
+          ins.push_back(importInput(api, e.arg.c_str(), e.array));
+          ops.push_back({true, ins.back().data, ins.back().count, ins.back().dtype, e.peer});
         }
         for (size_t i = 0; i < recvs.size(); ++i) {
-          auto [a, peer] = pair(recvs, i, "recvs");
-          const std::string arg = "recvs[" + std::to_string(i) + "][0]";
-          outs.push_back(importOutput(api, arg.c_str(), a));
-          ops.push_back({false, outs.back().data, outs.back().count, outs.back().dtype, peer});
+          Entry e = entry(recvs, i, "recvs");
+          outs.push_back(importOutput(api, e.arg.c_str(), e.array));
+          ops.push_back({false, outs.back().data, outs.back().count, outs.back().dtype, e.peer});
         }
         return dispatch(
             c, false, nb::none(), {}, {},
