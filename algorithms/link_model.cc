@@ -18,27 +18,57 @@ namespace tutti::algo {
 
 namespace {
 
-// shm, fitted to the quiet 8 B..32 KiB allreduce timings of docs/PERFORMANCE.md on the 2-core
-// development VM: about 0.4 us per round with 2 ranks (alpha 0.3 + o 0.1). With 4 ranks on 2
-// cores (`tutti-perf --algo all`, 8-128 B): one_shot 3.85 us (1 round, 3 messages per
-// rank), recursive doubling 4.15 (2, 2), Rabenseifner 7.1 (4, 4), two_shot 4.9-7.3 (2, 6), ring
-// 6.5-11.8 (6, 6): about 0.9 us per round and 0.6 per message. A round waits for a peer that
-// must first be scheduled, and a message costs its sender a wake-up. So both alpha and o grow
-// with the load (ranks / PUs): alpha 0.3 + 0.3 load, o 0.3 load.
-constexpr double kShmLatencyUs = 0.3;
-constexpr double kOversubscribedRoundUs = 0.3;     // alpha += this * ranks / PUs when ranks > PUs
-constexpr double kOversubscribedOverheadUs = 0.3;  // o = this * ranks / PUs when ranks > PUs
+// shm between ranks with a PU each, fitted on the 2-core development VM (AMD EPYC, 2 MiB of L2
+// per core, 32 MiB of L3) with TUTTI_CALIBRATE=2 (core/calibrate.cc: 8 B ping-pongs, exchanges
+// of 4 KiB-8 MiB with both directions busy, 256 KiB reductions and copies), six runs:
+//  - alpha 0.07-0.11 us beyond o = 0.1 us: a 2-rank 8 B allreduce takes about 0.18 us, one
+//    round; two-round algorithms 0.36-0.40 us;
+//  - bandwidth by message size (per direction, both busy): 4 KiB 6.0-9.7 GB/s, 32 KiB 9.6-11.9,
+//    256 KiB 14.7-16.2, 1 MiB 17.0-18.7;
+//  - reductions 26-31 GB/s of one operand, copies 41-51 GB/s (cache-resident);
+//  - large calls: the memory term (simulator.h "Memory") with c = the rank's half share of the
+//    last-level cache (8 MiB: 32 MiB of L3, 2 ranks) and f = 0.5, with the message cache term
+//    below, put 50 of 54 measured rows of 2-rank allreduce (6 algorithms, 1-256 MiB, best of 6
+//    `tutti-perf --algo all` rounds) within 20% of the prediction (worst 0.74x, at 1 MiB); a grid
+//    over f 0.3-0.75, c 2-16 MiB and the message term's 0.5-0.9 had no better point.
+// These are the defaults; another machine should calibrate (docs/TOPOLOGY.md).
+constexpr double kShmLatencyUs = 0.08;
+const std::vector<std::pair<double, double>> kShmCurve = {
+    {4096, 7.5}, {32768, 11.0}, {262144, 15.5}, {1 << 20, 18.0}};
+constexpr double kHostReduceGBps = 28.0;
+constexpr double kHostCopyGBps = 45.0;
+constexpr size_t kDefaultFootprintCacheBytes = 8 << 20;  // when the probe found no L3
+constexpr double kFootprintStreamFactor = 0.5;
+// With more ranks than PUs (4 ranks on 2 cores): a round waits for a peer that must first be
+// scheduled, and a message costs its sender a wake-up, so both alpha and o grow with the load
+// (ranks / PUs); ranks that share a core evict each other's blocks at every switch, so the
+// message cache term starts at a fraction of the L2. Fitted to 48 rows of 4-rank allreduce (6
+// algorithms, 8 B-16 MiB, `tutti-perf --algo all`, the median of 4 fastest-of-5 rounds) by a grid
+// over alpha 0.5-2.5 us, o 0.3-1.5 us, the bandwidth curve's scale 0.25-1.5, the cache term's
+// factor 0.1-0.4 from 256 KiB to 2 MiB and the memory term on or off, counting the sizes where
+// the predicted fastest ran within 15% of the measured fastest, then the rows within 20%: 8 of 8
+// sizes and 27 rows (against 6 and 13 with the constants fitted before the bandwidth curve),
+// worst 2.1x, at alpha 1.5 = 0.3 + 0.6 load, o 1.0 = 0.5 load, the curve as is, 0.2 beyond
+// L2 / (2 load) = 512 KiB, and no memory term (the cache term has taken the eviction already).
+// (256 KiB put 30 rows within 20% but sits on the 2 MiB crossover between ring and the tree,
+// which a 1 MiB L2 already tips the wrong way.) Per-algorithm costs still
+// differ: ring's six rounds took 8-9 us at 8 B (1.4 us a round) where recursive doubling's two
+// took 5 (2.5 us a round).
+constexpr double kOversubscribedLatencyUs = 0.3;
+constexpr double kOversubscribedRoundUs = 0.6;     // alpha += this * ranks / PUs when ranks > PUs
+constexpr double kOversubscribedOverheadUs = 0.5;  // o = this * ranks / PUs when ranks > PUs
 // Cache term for shm (LinkParams::streamFactor, LinkModel::cacheBytes): the bytes of one message
-// beyond the cache move at a fraction of the bandwidth. Fitted to tutti-perf --algo all on the
-// 2-core development VM (1 MiB of L2 per core) with the double binary tree's pieces capped at
-// 512 KiB:
-//  - one rank per PU (2 ranks): ring and Rabenseifner (one block of S/2 per step) ran 1.07-1.24x
-//    the pipelined tree's time from 8 to 256 MiB and 0.85-0.9x at 2-4 MiB, where the model had
-//    them equal: 0.75 beyond the default 2 MiB;
+// beyond the cache move at a fraction of the bandwidth (a block that no longer fits is read back
+// from memory by the next round, where a pipelined algorithm's pieces are still in cache).
+// Fitted to tutti-perf --algo all on the 2-core development VM:
+//  - one rank per PU (2 ranks): ring, Rabenseifner and two-shot (one block of S/2 per step) ran
+//    1.2-1.5x the pipelined tree's time from 8 to 256 MiB: 0.6 beyond the default 2 MiB, with the
+//    memory term above (the same grid);
 //  - more ranks than PUs (4 ranks): measured / predicted time of ring steps grew from 1.6x at
 //    256 KiB blocks to 4.0x at 2 MiB and 4.6x at 4 MiB (ranks sharing a core evict each other's
-//    blocks at every switch) while the tree stayed at 0.8-1.8x: 0.2 beyond one L2.
-constexpr double kStreamFactor = 0.75;
+//    blocks at every switch) while the tree stayed at 0.8-1.8x: 0.2 beyond L2 / (2 load) (the
+//    grid below).
+constexpr double kStreamFactor = 0.6;
 constexpr double kOversubscribedStreamFactor = 0.2;
 constexpr uint64_t kDefaultL2Bytes = 1 << 20;  // when the probe found no L2
 
@@ -87,6 +117,34 @@ bool infiniband(const topo::Host& h, int nic) {
                      [](const topo::Nic& n) { return n.type == "infiniband"; });
 }
 
+// The memory term's cache: half of a rank's share of the last-level cache on the host with the
+// least of it (the largest data cache level the probe found), or kDefaultFootprintCacheBytes.
+size_t footprintCacheBytes(const topo::Topology& w) {
+  std::map<int, int> perHost;
+  for (const auto& r : w.ranks) ++perHost[r.host];
+  size_t least = 0;
+  for (const auto& [host, ranks] : perHost) {
+    if (host < 0 || host >= static_cast<int>(w.hosts.size()) || ranks <= 0) continue;
+    const topo::Host& h = w.hosts[host];
+    int level = 0;
+    uint64_t total = 0;  // bytes of the last level, all instances
+    for (const auto& c : h.caches) {
+      if (c.type == "instruction" || c.sizeBytes == 0) continue;
+      const uint64_t bytes = c.sizeBytes * static_cast<uint64_t>(std::max(1, c.count));
+      if (c.level > level) {
+        level = c.level;
+        total = bytes;
+      } else if (c.level == level) {
+        total += bytes;
+      }
+    }
+    if (total == 0) continue;
+    const size_t share = static_cast<size_t>(total / ranks / 2);
+    least = least == 0 ? share : std::min(least, share);
+  }
+  return least ? least : kDefaultFootprintCacheBytes;
+}
+
 Status applyLinksJson(const nlohmann::json& links, const std::string& where, LinkModel& m) {
   if (!links.is_object()) return invalidArgument("{}: \"links\" must be an object", where);
   for (auto it = links.begin(); it != links.end(); ++it) {
@@ -108,6 +166,17 @@ Status applyLinksJson(const nlohmann::json& links, const std::string& where, Lin
       m.cacheBytes = it->get<size_t>();
       continue;
     }
+    if (it.key() == "footprint_cache_bytes") {
+      if (!it->is_number_unsigned()) return invalidArgument("{}: expected bytes >= 0", path);
+      m.footprintCacheBytes = it->get<size_t>();
+      continue;
+    }
+    if (it.key() == "footprint_stream_factor") {
+      if (!it->is_number() || !(it->get<double>() > 0 && it->get<double>() <= 1))
+        return invalidArgument("{}: expected a number in (0, 1]", path);
+      m.footprintStreamFactor = it->get<double>();
+      continue;
+    }
     if (it.key() == "slice_bytes") {
       if (!it->is_number_unsigned()) return invalidArgument("{}: expected bytes >= 0", path);
       m.sliceBytes = it->get<size_t>();
@@ -127,11 +196,36 @@ Status applyLinksJson(const nlohmann::json& links, const std::string& where, Lin
         return invalidArgument("{}.{}: expected a number {} 0", path, key, zeroOk ? ">=" : ">");
       *field = v.get<double>();
     }
+    // A plain bandwidth replaces a curve the model had (a curve given next to it wins, below).
+    if (it->contains("bandwidth_gbps")) p.bandwidthCurve.clear();
     if (it->contains("stream_factor")) {
       const auto& v = (*it)["stream_factor"];
       if (!v.is_number() || !(v.get<double>() > 0 && v.get<double>() <= 1))
         return invalidArgument("{}.stream_factor: expected a number in (0, 1]", path);
       p.streamFactor = v.get<double>();
+    }
+    if (it->contains("bandwidth_curve")) {
+      const auto& v = (*it)["bandwidth_curve"];
+      std::vector<std::pair<double, double>> curve;
+      bool ok = v.is_array();
+      for (size_t i = 0; ok && i < v.size(); ++i) {
+        const auto& pt = v[i];
+        ok = pt.is_array() && pt.size() == 2 && pt[0].is_number() && pt[1].is_number() &&
+             pt[0].get<double>() >= 1 && pt[1].get<double>() > 0 &&
+             (curve.empty() || pt[0].get<double>() > curve.back().first);
+        if (ok) curve.emplace_back(pt[0].get<double>(), pt[1].get<double>());
+      }
+      if (!ok)
+        return invalidArgument(
+            "{}.bandwidth_curve: expected [[bytes, GB/s], ...] with bytes >= 1 increasing and "
+            "GB/s > 0",
+            path);
+      p.bandwidthCurve = std::move(curve);
+    }
+    if (it->contains("reduce_on_receive")) {
+      const auto& v = (*it)["reduce_on_receive"];
+      if (!v.is_boolean()) return invalidArgument("{}.reduce_on_receive: expected true or false", path);
+      p.reduceOnReceive = v.get<bool>();
     }
   }
   return Status::ok();
@@ -175,10 +269,17 @@ LinkModel linkModelFor(const topo::Topology& w) {
   }
   LinkParams& shm = m.links[static_cast<int>(LinkClass::kShm)];
   shm.latencyUs = kShmLatencyUs;
+  shm.bandwidthGBps = kShmCurve.back().second;
+  shm.bandwidthCurve = kShmCurve;
+  m.reduceGBps = kHostReduceGBps;
+  m.copyGBps = kHostCopyGBps;
   m.cpuLoad = load;
   shm.streamFactor = kStreamFactor;
+  shm.reduceOnReceive = true;  // the receiver reduces out of the ring (transports/shm)
+  m.footprintCacheBytes = footprintCacheBytes(w);
+  m.footprintStreamFactor = kFootprintStreamFactor;
   if (load > 1.0) {
-    shm.latencyUs += kOversubscribedRoundUs * load;
+    shm.latencyUs = kOversubscribedLatencyUs + kOversubscribedRoundUs * load;
     shm.overheadUs = kOversubscribedOverheadUs * load;
     uint64_t l2 = 0;  // the smallest L2 of any host
     for (const auto& h : w.hosts)
@@ -186,7 +287,8 @@ LinkModel linkModelFor(const topo::Topology& w) {
         if (c.level == 2 && c.type != "instruction" && c.sizeBytes > 0)
           l2 = l2 == 0 ? c.sizeBytes : std::min(l2, c.sizeBytes);
     shm.streamFactor = kOversubscribedStreamFactor;
-    m.cacheBytes = l2 ? l2 : kDefaultL2Bytes;
+    m.cacheBytes = static_cast<size_t>((l2 ? l2 : kDefaultL2Bytes) / (2 * load));
+    m.footprintStreamFactor = 1.0;
   }
 
   // NIC speeds: the slowest NIC of each kind that is known.
@@ -221,6 +323,7 @@ LinkModel linkModelFor(const topo::Topology& w) {
     LinkParams& p = m.links[static_cast<int>(*cls)];
     p.latencyUs = spec.latencyUs;
     p.bandwidthGBps = spec.bandwidthGBps;
+    p.bandwidthCurve.clear();
     if (spec.overheadUs >= 0) p.overheadUs = spec.overheadUs;
   }
   if (w.reduceGBps) m.reduceGBps = *w.reduceGBps;

@@ -24,12 +24,20 @@ LinkClass linkClassBetween(const topo::Topology& world, int a, int b);
 
 /// The model for `world`: LinkModel::defaults() per class, then
 ///  - per-message send overheads (LogP's o): shm 0.1 us, tcp 2 us, nvlink 0.3 us, pcie and
-///    ib 0.5 us; shm latency 0.3 us; with L ranks on a host of P PUs and L > P (oversubscribed)
-///    the shm overhead becomes 0.4 L / P us (each message costs a context switch);
+///    ib 0.5 us;
+///  - shm, one rank per PU: latency 0.08 us; bandwidth by message size (simulator.h "Curve")
+///    7.5 GB/s at 4 KiB, 11 at 32 KiB, 15.5 at 256 KiB, 18 from 1 MiB; reductions while
+///    receiving (LinkParams::reduceOnReceive); host reductions 28 GB/s, copies 45 GB/s;
+///  - with L ranks on a host of P PUs and L > P (oversubscribed) the shm latency becomes
+///    0.3 + 0.3 L / P us and the overhead 0.3 L / P us (each message costs a context switch);
 ///  - shm cache term (simulator.h "Cache"): the bytes of one message beyond cacheBytes (2 MiB)
-///    move at 0.75 times the bandwidth; when oversubscribed beyond the size of one L2 cache (1 MiB
+///    move at 0.6 times the bandwidth; when oversubscribed beyond the size of one L2 cache (1 MiB
 ///    when the probe found none) at 0.2 times it (ranks that share a core evict each other's
-///    blocks). Both fitted on the 2-core development VM (link_model.cc);
+///    blocks);
+///  - memory term (simulator.h "Memory"): beyond a footprint of half a rank's share of the
+///    last-level cache (8 MiB when the probe found none), stream factor 0.5.
+///    All of these fitted on the 2-core development VM (link_model.cc); TUTTI_CALIBRATE measures
+///    them on another machine;
 ///  - tcp / ib bandwidth from the slowest NIC speed known (Gbit/s / 8, times 0.9 for tcp);
 ///  - nvlink bandwidth 20 GB/s per link of the least-connected GPU pair; pcie from the GPUs'
 ///    PCIe link speed;
@@ -49,9 +57,11 @@ LinkModel linkModelFor(const topo::Topology& world);
 void useNetworkOnHost(LinkModel& m, LinkClass cls, bool loopbackOnly);
 
 /// Applies a link-model file: JSON {"links": {"shm": {"latency_us": .., "bandwidth_gbps": ..},
-/// ..., "reduce_gbps": .., "copy_gbps": .., "cpu_load": .., "slice_bytes": .., "cache_bytes": ..}},
-/// where a class may also give "stream_factor" (LinkParams::streamFactor); the topology file's
-/// "links" object. Unnamed classes keep their value. InvalidArgument naming the file and the
+/// ..., "reduce_gbps": .., "copy_gbps": .., "cpu_load": .., "slice_bytes": .., "cache_bytes": ..,
+/// "footprint_cache_bytes": .., "footprint_stream_factor": ..}}, where a class may also give
+/// "stream_factor" (LinkParams::streamFactor), "bandwidth_curve" ([[bytes, GB/s], ...]) and
+/// "reduce_on_receive" (true/false); a class given "bandwidth_gbps" without a curve drops the
+/// curve it had. The topology file's "links" object. Unnamed classes keep their value. InvalidArgument naming the file and the
 /// JSON path of a problem.
 Status applyLinkFile(const std::string& path, LinkModel& model);
 

@@ -7,6 +7,7 @@
 #include "algorithms/simulator.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <queue>
 #include <utility>
@@ -41,6 +42,20 @@ LinkClass LinkModel::linkClass(int src, int dst) const {
 
 const LinkParams& LinkModel::link(int src, int dst) const {
   return links[static_cast<int>(linkClass(src, dst))];
+}
+
+double LinkParams::bandwidthFor(size_t bytes) const {
+  if (bandwidthCurve.empty()) return bandwidthGBps;
+  const double b = static_cast<double>(std::max<size_t>(bytes, 1));
+  if (b <= bandwidthCurve.front().first) return bandwidthCurve.front().second;
+  for (size_t i = 1; i < bandwidthCurve.size(); ++i) {
+    const auto [x1, y1] = bandwidthCurve[i];
+    if (b > x1) continue;
+    const auto [x0, y0] = bandwidthCurve[i - 1];
+    const double t = (std::log2(b) - std::log2(x0)) / (std::log2(x1) - std::log2(x0));
+    return y0 + t * (y1 - y0);
+  }
+  return bandwidthCurve.back().second;
 }
 
 LinkModel LinkModel::defaults() {
@@ -162,6 +177,7 @@ class Sim {
   Sim(const CollShape& shape, const std::vector<Schedule>& perRank, const LinkModel& model)
       : shape_(shape), perRank_(perRank), model_(model), n_(shape.nranks) {
     elemBytes_ = shape.coll == Coll::kBarrier ? 1 : dataTypeBytes(shape.dtype);
+    memoryFactor_ = memoryFactor();
   }
 
   Result<double> run() {
@@ -204,6 +220,19 @@ class Sim {
             linkClassName(static_cast<LinkClass>(c)), p.latencyUs, p.bandwidthGBps, p.overheadUs,
             p.streamFactor);
     }
+    for (int c = 0; c < kNumLinkClasses; ++c) {
+      const auto& curve = model_.links[c].bandwidthCurve;
+      for (size_t i = 0; i < curve.size(); ++i)
+        if (!(curve[i].first >= 1) || !(curve[i].second > 0) ||
+            (i > 0 && !(curve[i].first > curve[i - 1].first)))
+          return invalidArgument(
+              "simulate: link class {}: bandwidthCurve point {} ({} B, {} GB/s) needs bytes >= 1, "
+              "above the previous point's, and GB/s > 0",
+              linkClassName(static_cast<LinkClass>(c)), i, curve[i].first, curve[i].second);
+    }
+    if (!(model_.footprintStreamFactor > 0 && model_.footprintStreamFactor <= 1))
+      return invalidArgument("simulate: footprintStreamFactor must be in (0, 1] (got {})",
+                             model_.footprintStreamFactor);
     if (!(model_.reduceGBps > 0) || !(model_.copyGBps > 0))
       return invalidArgument(
           "simulate: reduceGBps and copyGBps must be > 0 (reduceGBps={}, "
@@ -211,6 +240,30 @@ class Sim {
           model_.reduceGBps, model_.copyGBps);
     return Status::ok();
   }
+
+  // The memory term's rate multiplier for this call (simulator.h "Memory"): 1 when a rank's
+  // input and output fit in footprintCacheBytes.
+  double memoryFactor() const {
+    const size_t c = model_.footprintCacheBytes;
+    const double f = model_.footprintStreamFactor;
+    if (c == 0 || !(f > 0 && f < 1) || elemBytes_ == 0) return 1.0;
+    // The root's buffers (rank 0's without a root): the same on every rank, which must all
+    // predict the same times to pick the same algorithm.
+    CollShape s = shape_;
+    s.rank = shape_.root;
+    const size_t in = bufferCount(s, Buf::kInput) * elemBytes_;
+    const size_t out = bufferCount(s, Buf::kOutput) * elemBytes_;
+    const bool aliased = shape_.inPlace && shape_.coll != Coll::kAllToAll &&
+                         shape_.coll != Coll::kGather && shape_.coll != Coll::kScatter &&
+                         shape_.coll != Coll::kSendRecv;
+    const double F = static_cast<double>(aliased ? std::max(in, out) : in + out);
+    if (F <= static_cast<double>(c)) return 1.0;
+    return F / (static_cast<double>(c) + (F - static_cast<double>(c)) / f);
+  }
+
+  // Rates of local work under the memory term.
+  double copyUs(size_t bytes) const { return usFor(bytes, model_.copyGBps * memoryFactor_); }
+  double reduceUs(size_t bytes) const { return usFor(bytes, model_.reduceGBps * memoryFactor_); }
 
   // Flattens the steps and pairs every round's messages per (src, dst) in schedule order.
   Status match() {
@@ -281,7 +334,8 @@ class Sim {
           msg.overheadUs = model_.links[cls].overheadUs;
           msg.pair = pairs_.emplace(pair, static_cast<int>(pairs_.size())).first->second;
           msg.latencyUs = model_.links[cls].latencyUs;
-          msg.bandwidthGBps = model_.links[cls].bandwidthGBps;
+          msg.bandwidthGBps = model_.links[cls].bandwidthFor(s.bytes);
+          if (lc == LinkClass::kShm || lc == LinkClass::kSelf) msg.bandwidthGBps *= memoryFactor_;
           const double f = model_.links[cls].streamFactor;
           if (f < 1.0 && s.bytes > model_.cacheBytes) {
             // Harmonic blend: cacheBytes at full speed, the rest at f times it.
@@ -423,14 +477,14 @@ class Sim {
           } else {
             push({.kind = Ev::kComputeReady,
                   .id = static_cast<int>(id),
-                  .durUs = usFor(s.bytes, model_.copyGBps)});
+                  .durUs = copyUs(s.bytes)});
           }
           break;
         }
         case Op::kReduce:
           push({.kind = Ev::kComputeReady,
                 .id = static_cast<int>(id),
-                .durUs = usFor(s.bytes, model_.reduceGBps)});
+                .durUs = reduceUs(s.bytes)});
           break;
         case Op::kSend:
           push({.kind = Ev::kTxReady, .id = s.outMsg, .offset = 0, .bytes = s.bytes});
@@ -443,13 +497,16 @@ class Sim {
 
   // A unit (a message, or a slice for forwarding steps) of step s has arrived and its round runs.
   void received(StepState& s, size_t bytes) {
-    if (reducesIncoming(s.step->op))
+    if (reducesIncoming(s.step->op)) {
+      // reduceOnReceive: the receive's own copy is in the link's time; only the excess remains.
+      const bool fused = model_.link(s.step->peer, s.rank).reduceOnReceive;
+      const double us = fused ? std::max(0.0, reduceUs(bytes) - copyUs(bytes)) : reduceUs(bytes);
       push({.kind = Ev::kComputeReady,
             .id = static_cast<int>(&s - steps_.data()),
             .bytes = bytes,
-            .durUs = usFor(bytes, model_.reduceGBps),
+            .durUs = us,
             .unit = true});
-    else
+    } else
       handled(s, bytes);
   }
 
@@ -545,6 +602,7 @@ class Sim {
   const LinkModel& model_;
   const int n_;
   size_t elemBytes_ = 1;
+  double memoryFactor_ = 1.0;
   std::vector<StepState> steps_;
   std::vector<Message> msgs_;
   std::vector<RankState> ranks_;

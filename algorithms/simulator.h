@@ -39,10 +39,21 @@
 //    outnumber PUs, fitted with tutti-perf --algo all) and useNetworkOnHost for TCP loopback
 //    (0.75: bench/tcp_ceiling.cc exchanged 16 MiB in one piece at 0.75x of 1 MiB pieces); see
 //    algorithms/link_model.h.
+//  - Curve: LinkParams::bandwidthCurve gives a class measured bandwidths by message size,
+//    interpolated in log2(bytes), in place of one bandwidth: on the 2-core development VM a
+//    4 KiB shm exchange moved at 7 GB/s per direction and a 1 MiB one at 19 GB/s
+//    (algorithms/link_model.cc).
+//  - Memory: the cache term above follows one message; the memory term follows the call. When a
+//    rank's input and output together exceed LinkModel::footprintCacheBytes, every copy of the
+//    call (shm and self messages, local copies and reductions) reads or writes memory instead of
+//    cache, pipelined or not: the rates are scaled by the harmonic blend of the footprint's first
+//    footprintCacheBytes at full speed and the rest at footprintStreamFactor times it.
 //  - Compute: every rank has one compute unit, first-come first-served. A reduction of b bytes
 //    (recvReduce, recvReduceSend, reduce) costs b / reduceGBps, a copy b / copyGBps; a copy whose
 //    source and destination are the same memory (in-place aliasing) is free, as in the engine.
-//    Compute and ports overlap.
+//    Compute and ports overlap. A link class with reduceOnReceive (shm) reduces as its receiver
+//    copies out of the transport, so a reducing receive adds only the reduction's excess over a
+//    copy, b / reduceGBps - b / copyGBps, after the data has arrived.
 //  - Rounds: a rank starts round k+1 when all its round-k steps are done. A send is done when its
 //    message has arrived; a receive when the data has arrived and (recvReduce) been reduced; a
 //    forwarding step when everything it forwards has arrived. Zero-count steps cost nothing.
@@ -57,6 +68,7 @@
 
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "algorithms/algorithm.h"
@@ -79,6 +91,21 @@ struct LinkParams {
   /// a message that no longer fits the cache streams from memory, while a pipelined algorithm's
   /// pieces stay in it. 1 (the default) turns the term off. See "Cache" above.
   double streamFactor = 1.0;
+  /// Measured bandwidth by message size: (bytes, GB/s) points, bytes increasing. When not empty
+  /// it replaces bandwidthGBps: a message of b bytes moves at the bandwidth interpolated linearly
+  /// in log2(b) between the two points around b (the first point's below the first, the last
+  /// point's above the last). Small messages move at a fraction of a large one's rate (the
+  /// receiver polls line by line, the hardware prefetchers have not ramped up); calibration
+  /// measures the points with both directions busy, as in a collective ("Curve" above).
+  std::vector<std::pair<double, double>> bandwidthCurve;
+  /// The receiver reduces incoming data while it copies it out of the transport (shm: out of the
+  /// ring, straight into the destination). A reducing receive of b bytes then costs b /
+  /// reduceGBps - b / copyGBps of compute after its data has arrived (the copy it replaces is
+  /// part of the link's bandwidth), not b / reduceGBps. false (the default): the textbook gamma.
+  bool reduceOnReceive = false;
+  /// The message's bandwidth (curve or bandwidthGBps) for a message of `bytes` bytes, before the
+  /// cache and memory terms.
+  double bandwidthFor(size_t bytes) const;
 };
 
 struct LinkModel {
@@ -91,6 +118,12 @@ struct LinkModel {
   double cpuLoad = 1.0;
   /// Bytes of one message that stream at full bandwidth; the rest at streamFactor times it.
   size_t cacheBytes = 2 << 20;
+  /// Memory term ("Memory" above): a call whose per-rank footprint F (input plus output bytes,
+  /// once when in place) exceeds footprintCacheBytes = c streams from memory. shm and self
+  /// bandwidths and the reduce and copy rates are then multiplied by F / (c + (F - c) / f),
+  /// f = footprintStreamFactor in (0, 1]. 0 bytes (the default) turns the term off.
+  size_t footprintCacheBytes = 0;
+  double footprintStreamFactor = 1.0;
   /// Class of the link between two ranks; default (also when empty): kShm between different
   /// ranks, kSelf on one.
   std::function<LinkClass(int src, int dst)> classOf;

@@ -1,17 +1,21 @@
 // File: core/calibrate.cc
-// TUTTI_CALIBRATE=1: fits the link model to this machine by short ping-pongs at init, and caches
+// TUTTI_CALIBRATE=1: fits the link model to this machine by short exchanges at init, and caches
 // the result per host so that later jobs start at once.
 //
 // Every rank of the job takes part, so the measurement sees the load the collectives will see
 // (4 ranks on 2 cores pay context switches that 2 ranks on 2 cores do not):
-//  1. shm: the ranks of each host pair up in rank order (1st with 2nd, 3rd with 4th, ...; an odd
-//     one out idles) and all pairs ping-pong at once: 8 B, 64 KiB and 1 MiB, the median round
-//     trip of each (the smallest of three batches' medians). Half the 8 B round trip is o + alpha (the model's send overhead plus the
-//     latency), the slope between 64 KiB and 1 MiB the bandwidth.
+//  1. host-mates (shm, or tcp with TUTTI_TRANSPORTS=tcp): the ranks of each host pair up in rank
+//     order (1st with 2nd, 3rd with 4th, ...; an odd one out idles) and all pairs exchange
+//     messages at once, both directions busy as in a collective's rounds: 8 B, 4 KiB, 32 KiB,
+//     256 KiB and 1 MiB, the mean time of each (the smallest of three batches' means). The 8 B
+//     exchange is o + alpha; bw(m) = m / (exchange(m) - exchange(8 B)) gives the bandwidth curve
+//     (simulator.h "Curve"). For shm, one exchange of max(8 MiB, footprint cache) bytes gives
+//     the memory term's stream factor ("Memory"), after the message cache term is divided out.
 //  2. compute: every rank times a float32 sum of two 256 KiB operands (the engine reduces in
 //     slices that fit the cache) and a 256 KiB copy, all ranks at once.
-//  3. network, with several hosts: the first ranks of the first two hosts ping-pong as in 1,
-//     over whatever class joins them (tcp or ib); the other ranks wait.
+//  3. network, with several hosts: the first ranks of the first two hosts ping-pong (8 B, 64 KiB
+//     and 1 MiB: half the 8 B round trip is o + alpha, the slope between the other two the
+//     bandwidth) over whatever class joins them (tcp or ib); the other ranks wait.
 // The ranks' results are allgathered and combined the same way on every rank (the slowest pair's
 // latency and bandwidth, the slowest rank's compute), so that every rank has the same model and
 // picks the same algorithms. Each host's first rank writes the combined parameters, as a
@@ -54,6 +58,7 @@ using Clock = std::chrono::steady_clock;
 
 constexpr size_t kSmall = 8, kMid = 64 << 10, kLarge = 1 << 20;
 constexpr size_t kComputeBytes = 256 << 10;
+constexpr size_t kStreamBytes = 8 << 20;  // at least: the memory term's exchange
 
 double medianOf(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -73,13 +78,37 @@ void makeDirs(const std::string& path) {
     if (i == path.size() || path[i] == '/') ::mkdir(path.substr(0, i).c_str(), 0755);
 }
 
-// Link parameters from the three median half round trips: half(S) = o + alpha + S / beta.
+// Link parameters from three half round trips (bestMeanUs): half(S) = o + alpha + S / beta.
 nlohmann::json fitLink(double halfSmallUs, double halfMidUs, double halfLargeUs, double o) {
   double slope = (halfLargeUs - halfMidUs) / static_cast<double>(kLarge - kMid);  // us per byte
   if (!(slope > 0)) slope = halfLargeUs / static_cast<double>(kLarge);
   return {{"latency_us", std::max(0.01, halfSmallUs - o)},
           {"bandwidth_gbps", 1e-3 / slope},  // bytes per us / 1000 = GB/s
           {"overhead_us", o}};
+}
+
+// The smallest of three batches' mean times of `once` (us), each batch `iters` timed runs after
+// a few untimed ones. The mean, as a benchmark reports it: over tcp a few slow exchanges (a
+// missed wake-up) are part of the cost. The smallest batch: a hiccup of the machine (a
+// descheduled vCPU, another process) spoils one batch, not the fit. Every rank involved runs the
+// same loop, so they agree.
+template <class Once>
+Result<double> bestMeanUs(int iters, Once&& once) {
+  double best = 0;
+  for (int batch = 0; batch < 3; ++batch) {
+    std::vector<double> times;
+    times.reserve(iters);
+    for (int i = -std::max(2, iters / 5); i < iters; ++i) {  // the first rounds warm up
+      const auto t0 = Clock::now();
+      TUTTI_TRY(once());
+      const double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+      if (i >= 0) times.push_back(us);
+    }
+    double mean = 0;
+    for (double t : times) mean += t / static_cast<double>(times.size());
+    best = batch == 0 ? mean : std::min(best, mean);
+  }
+  return best;
 }
 
 }  // namespace
@@ -90,23 +119,19 @@ Result<double> CommImpl::calibrationPingPong(int peer, bool leader, size_t bytes
                 .count = bytes, .dtype = DataType::kUint8, .sendPeer = peer, .api = "calibrate"};
   CallArgs recv{.coll = Coll::kSendRecv, .send = nullptr, .recv = calibBuf_.data(),
                 .count = bytes, .dtype = DataType::kUint8, .recvPeer = peer, .api = "calibrate"};
-  // Three batches, the smallest median: a hiccup of the machine (a descheduled vCPU, another
-  // process) spoils one batch, not the fit. Both ranks run the same loop, so they agree.
-  double best = 0;
-  for (int batch = 0; batch < 3; ++batch) {
-    std::vector<double> halves;
-    halves.reserve(iters);
-    for (int i = -std::max(2, iters / 5); i < iters; ++i) {  // the first rounds warm up
-      const auto t0 = Clock::now();
-      TUTTI_TRY(run(leader ? send : recv));
-      TUTTI_TRY(run(leader ? recv : send));
-      const double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
-      if (i >= 0) halves.push_back(us / 2);
-    }
-    const double m = medianOf(std::move(halves));
-    best = batch == 0 ? m : std::min(best, m);
-  }
-  return best;
+  TUTTI_TRY_ASSIGN(double roundTrip, bestMeanUs(iters, [&]() -> Status {
+                     TUTTI_TRY(run(leader ? send : recv));
+                     return run(leader ? recv : send);
+                   }));
+  return roundTrip / 2;
+}
+
+Result<double> CommImpl::calibrationExchange(int peer, size_t bytes, int iters) {
+  calibBuf_.resize(std::max(calibBuf_.size(), 2 * bytes));
+  CallArgs both{.coll = Coll::kSendRecv, .send = calibBuf_.data(),
+                .recv = calibBuf_.data() + bytes, .count = bytes, .dtype = DataType::kUint8,
+                .sendPeer = peer, .recvPeer = peer, .api = "calibrate"};
+  return bestMeanUs(iters, [&] { return run(both); });
 }
 
 Status CommImpl::calibrate(const std::vector<int>& hostOfRank) {
@@ -155,13 +180,53 @@ Status CommImpl::calibrate(const std::vector<int>& hostOfRank) {
           fitLink(s, m, l, selection_.model().link(rank_, peer).overheadUs);
       return Status::ok();
     };
+    // Host-mates (shm, or tcp with TUTTI_TRANSPORTS=tcp) exchange messages: both send and
+    // receive at once, as in most rounds of a collective. o + alpha is the 8 B exchange, the
+    // bandwidth curve bw(m) = m / (exchange(m) - exchange(8 B)); for shm, the memory term's
+    // stream factor comes from one exchange whose footprint (2 m per rank) is beyond the cache.
+    auto measureOnHost = [&](int peer) -> Status {
+      const algo::LinkModel& model = selection_.model();
+      const algo::LinkClass cls = model.linkClass(rank_, peer);
+      const double o = model.link(rank_, peer).overheadUs;
+      TUTTI_TRY_ASSIGN(double base, calibrationExchange(peer, kSmall, 200));
+      nlohmann::json curve = nlohmann::json::array();
+      double top = 0;  // bandwidth of the largest in-cache exchange
+      for (auto [bytes, iters] : {std::pair{size_t{4} << 10, 200}, {size_t{32} << 10, 100},
+                                  {size_t{256} << 10, 40}, {kLarge, 15}}) {
+        TUTTI_TRY_ASSIGN(double us, calibrationExchange(peer, bytes, iters));
+        // (A hiccup in the 8 B batches must not turn into an absurd bandwidth: the transfer is
+        // at least half of the exchange.)
+        top = bytes / std::max(us - base, us / 2) / 1e3;  // GB/s
+        curve.push_back({bytes, top});
+      }
+      mine[algo::linkClassName(cls)] = {{"latency_us", std::max(0.01, base - o)},
+                                        {"overhead_us", o},
+                                        {"bandwidth_gbps", top},
+                                        {"bandwidth_curve", curve}};
+      const size_t c = model.footprintCacheBytes;
+      if (c > 0 && cls == algo::LinkClass::kShm) {
+        const size_t m = std::max(kStreamBytes, c);  // footprint 2 m >= 2 c
+        TUTTI_TRY_ASSIGN(double us, calibrationExchange(peer, m, 4));
+        // The simulator also slows the bytes of one message beyond cacheBytes (the cache term);
+        // what is left of the exchange's slowdown is the memory term's F / (c + (F - c) / f).
+        const algo::LinkParams& shm = model.links[static_cast<int>(algo::LinkClass::kShm)];
+        double message = 1.0;
+        if (shm.streamFactor < 1 && m > model.cacheBytes)
+          message = m / (model.cacheBytes + (m - model.cacheBytes) / shm.streamFactor);
+        const double g = m / std::max(us - base, us / 2) / 1e3 / top / message;
+        const double F = 2.0 * m;
+        const double f = g < 1 ? (F - c) / (F / g - c) : 1.0;
+        mine["footprint_stream_factor"] = std::clamp(f, 0.05, 1.0);
+      }
+      return Status::ok();
+    };
     // 2. shm pairs, all at once.
     const auto me = std::find(local.begin(), local.end(), rank_) - local.begin();
     const size_t partnerIdx = static_cast<size_t>(me) ^ 1u;
     TUTTI_TRY(net_->boot().barrier());
     if (partnerIdx < local.size()) {
       const int peer = local[partnerIdx];
-      TUTTI_TRY(measureLink(peer, rank_ < peer, {200, 40, 15}));
+      TUTTI_TRY(measureOnHost(peer));
     }
     // 3. compute, all ranks at once.
     TUTTI_TRY(net_->boot().barrier());
@@ -192,6 +257,7 @@ Status CommImpl::calibrate(const std::vector<int>& hostOfRank) {
                             {50, 10, 5}));
     }
     TUTTI_TRY(net_->boot().barrier());
+    std::vector<std::byte>().swap(calibBuf_);
     seq_ = seqBefore;  // calibration calls are not the user's: sequence numbers start over
     diag_.stats().reset();
   }
@@ -217,6 +283,11 @@ Status CommImpl::calibrate(const std::vector<int>& hostOfRank) {
       if (it->contains("bandwidth_gbps"))
         have["bandwidth_gbps"] = std::min(have.value("bandwidth_gbps", 1e30),
                                           (*it)["bandwidth_gbps"].get<double>());
+      if (it->contains("bandwidth_curve") && have.contains("bandwidth_curve") &&
+          have["bandwidth_curve"].size() == (*it)["bandwidth_curve"].size())
+        for (size_t i = 0; i < have["bandwidth_curve"].size(); ++i)
+          have["bandwidth_curve"][i][1] = std::min(have["bandwidth_curve"][i][1].get<double>(),
+                                                   (*it)["bandwidth_curve"][i][1].get<double>());
     }
   }
   const nlohmann::json file = {{"links", links}};

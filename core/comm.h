@@ -138,6 +138,9 @@ class CommImpl final : public DeviceOwner {
   /// Half round trip (us) of `bytes` to and from `peer`, the smallest median of three batches of
   /// `iters`; the leader sends first.
   Result<double> calibrationPingPong(int peer, bool leader, size_t bytes, int iters);
+  /// Median time (us, the smallest of three batches' medians) of an exchange: this rank and
+  /// `peer` send each other `bytes` bytes at once (one sendRecv each).
+  Result<double> calibrationExchange(int peer, size_t bytes, int iters);
   Status failed() const;
   /// No error recorded and not aborted: two atomic loads, for the hot path.
   bool healthy() const {
@@ -168,7 +171,7 @@ class CommImpl final : public DeviceOwner {
   std::atomic<bool> closing_{false};  // the destructor runs: staged jobs still waiting give up
 
   Selection selection_;  // the link model, overrides and decisions (core/selection.h)
-  std::vector<std::byte> calibBuf_;  // calibration's ping-pong buffer (init only)
+  std::vector<std::byte> calibBuf_;  // calibration's buffers (init only; freed after)
 
   mutable std::mutex errMu_;
   Status firstError_;

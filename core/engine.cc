@@ -77,6 +77,10 @@ class RoundRunner {
     // A signed call also exchanges call messages in round 0 (even with an empty schedule).
     const size_t n = std::max<size_t>(rounds.size(), check_.signs() ? 1 : 0);
     for (size_t r = 0; r < n; ++r) {
+      // (A traced call keeps them: its round events are numbered as the schedule's rounds.)
+      if (r < plan_.emptyRound.size() && plan_.emptyRound[r] && !(r == 0 && check_.signs()) &&
+          !ctx_.roundTimes)
+        continue;
       round_ = r;
       const Clock::time_point t0 = ctx_.roundTimes ? Clock::now() : Clock::time_point{};
       static const std::vector<algo::Step> kNoSteps;  // round 0 of an empty schedule (check)
@@ -98,7 +102,8 @@ class RoundRunner {
   // slice loops and per-step peer lookups (touch) cost about 15 ns (10%) of that call.
   Status runDirect() {
     const std::vector<int>& peers = plan_.directPeers;
-    for (const algo::Step& st : plan_.schedule.rounds[0]) {
+    round_ = plan_.directRound;
+    for (const algo::Step& st : plan_.schedule.rounds[round_]) {
       if (st.count == 0) continue;
       const size_t bytes = st.count * plan_.elemBytes;
       switch (st.op) {
@@ -509,8 +514,19 @@ class RoundRunner {
 void markDirect(Plan& plan) {
   plan.direct = 0;
   plan.directPeers.clear();
-  if (plan.schedule.rounds.size() != 1 || !plan.streaming.empty()) return;
-  for (const algo::Step& st : plan.schedule.rounds[0]) {
+  const auto& rounds = plan.schedule.rounds;
+  plan.emptyRound.assign(rounds.size(), 1);
+  size_t moving = 0;  // rounds that move data
+  for (size_t r = 0; r < rounds.size(); ++r) {
+    for (const algo::Step& st : rounds[r])
+      if (st.count > 0) plan.emptyRound[r] = 0;
+    if (!plan.emptyRound[r]) {
+      ++moving;
+      plan.directRound = r;
+    }
+  }
+  if (moving != 1 || !plan.streaming.empty()) return;
+  for (const algo::Step& st : rounds[plan.directRound]) {
     if (st.count * plan.elemBytes > sliceBytes()) return;
     switch (st.op) {
       case algo::Op::kCopy:

@@ -46,11 +46,16 @@ struct Plan {
   /// Set by the communicator when it builds the plan, so that a repeated call computes neither:
   uint64_t callBytes = 0;   ///< messageBytes() of the call (the stats' bytes per call)
   bool adviseHuge = false;  ///< the call's buffers may reach the huge-page threshold
-  /// Set by execute() on the plan's first run: 1 when the schedule is one round of messages of
-  /// at most one slice and local steps of at most one slice (a small call), which execute() then
-  /// runs directly, without the round machinery; 0 otherwise.
+  /// Set by execute() on the plan's first run: 1 when one round of the schedule moves data (the
+  /// others have no step or only zero-count steps: 2-rank recursive doubling pads its rounds)
+  /// and it has messages of at most one slice and local steps of at most one slice (a small
+  /// call), which execute() then runs directly, without the round machinery; 0 otherwise.
   int8_t direct = -1;
+  size_t directRound = 0;        ///< that round
   std::vector<int> directPeers;  ///< the distinct peers of that round, in step order
+  /// Per round of `schedule` (set with `direct`): 1 where no step moves data; the round machinery
+  /// skips such a round (it would only post nothing and wait for nothing).
+  std::vector<uint8_t> emptyRound;
 };
 
 /// Calls back into the communicator while a call waits (failure notices from other ranks,

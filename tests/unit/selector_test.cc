@@ -231,7 +231,7 @@ TEST_CASE("overrides, forced algorithms and declines decide as documented", "[se
         std::string::npos);
 }
 
-TEST_CASE("oversubscribed shm: the cache term (0.2 beyond one L2) and the cost of a round",
+TEST_CASE("oversubscribed shm: the cache term (0.2 beyond L2 / (2 load)) and the cost of a round",
           "[selector]") {
   // The development VM: 2 PUs, 1 MiB of L2 per core, all ranks on one host.
   auto host = [](int nranks) {
@@ -244,15 +244,16 @@ TEST_CASE("oversubscribed shm: the cache term (0.2 beyond one L2) and the cost o
     return t;
   };
   const LinkModel two = linkModelFor(host(2));
-  CHECK(two.links[static_cast<int>(LinkClass::kShm)].streamFactor == Approx(0.75));
+  CHECK(two.links[static_cast<int>(LinkClass::kShm)].streamFactor == Approx(0.6));
   CHECK(two.cacheBytes == size_t{2} << 20);
   const topo::Topology four = host(4);
   const LinkModel m = linkModelFor(four);
   CHECK(m.cpuLoad == 2.0);
   CHECK(m.links[static_cast<int>(LinkClass::kShm)].streamFactor == Approx(0.2));
-  CHECK(m.cacheBytes == size_t{1} << 20);
-  // 2 MiB: blocks of at most 1 MiB per step fit the cache; a block algorithm (ring or
-  // Rabenseifner: at most 2(n-1) rounds) wins. 32 MiB: only the pipelined tree's pieces fit.
+  CHECK(m.cacheBytes == size_t{256} << 10);  // L2 / (2 x load)
+  // 2 MiB: ring's and Rabenseifner's blocks (at most 1 MiB per step) pay the cache term on their
+  // bytes beyond 256 KiB, and a block algorithm (at most 2(n-1) rounds) still wins. 32 MiB: the
+  // pipelined tree's pieces fit, the blocks do not, and the tree wins.
   // (the TUNING line, for the report; the winner's rounds; its name)
   auto winner = [&](size_t bytes) {
     CollShape s = allreduceShape(four, bytes);
@@ -267,13 +268,13 @@ TEST_CASE("oversubscribed shm: the cache term (0.2 beyond one L2) and the cost o
   const auto [why32M, rounds32M, name32M] = winner(size_t{32} << 20);
   INFO(why32M);
   CHECK(rounds32M > 6u);
-  // 8 B: a round costs a wake-up of a peer that shares a core (alpha 0.3 + 0.3 load, o 0.3 load):
+  // 8 B: a round costs a wake-up of a peer that shares a core (alpha 0.3 + 0.6 load, o 0.5 load):
   // one round of three messages (one_shot) beats recursive doubling's two rounds of one.
   const auto [why8, rounds8, name8] = winner(8);
   INFO(why8);
   CHECK(name8 == "one_shot");
-  CHECK(m.links[static_cast<int>(LinkClass::kShm)].latencyUs == Approx(0.9));
-  CHECK(m.links[static_cast<int>(LinkClass::kShm)].overheadUs == Approx(0.6));
+  CHECK(m.links[static_cast<int>(LinkClass::kShm)].latencyUs == Approx(1.5));
+  CHECK(m.links[static_cast<int>(LinkClass::kShm)].overheadUs == Approx(1.0));
 }
 
 TEST_CASE("the TUNING line lists every candidate, the winner and why", "[selector]") {

@@ -137,6 +137,115 @@ TEST_CASE("simulator: the cache term slows the bytes of a message beyond cacheBy
   TUTTI_REQUIRE_EXACT(*fits, *plain);
 }
 
+TEST_CASE("simulator: a bandwidth curve is interpolated in log2(bytes) and clamped at its ends",
+          "[simulator]") {
+  // Direct gather on 2 ranks: the root receives one message of S bytes: a + S / bw(S).
+  LinkModel m = LinkModel::defaults();
+  const double a = costs(m).a;
+  LinkParams& shm = m.links[static_cast<int>(LinkClass::kShm)];
+  shm.bandwidthCurve = {{1024, 1.0}, {4096, 4.0}};
+  REQUIRE(shm.bandwidthFor(2048) == Approx(2.5));  // halfway in log2 between 1 KiB and 4 KiB
+  REQUIRE(shm.bandwidthFor(8) == Approx(1.0));
+  REQUIRE(shm.bandwidthFor(1 << 20) == Approx(4.0));
+  for (auto [floats, gbps] : {std::pair{size_t{512}, 2.5}, {size_t{64}, 1.0}, {size_t{8192}, 4.0}}) {
+    auto t = predictUs(Coll::kGather, "direct", shapeOf(Coll::kGather, 2, floats), m);
+    if (!t) return;
+    INFO(floats);
+    TUTTI_REQUIRE_EXACT(*t, a + floats * 4.0 / (gbps * 1e3));
+  }
+  // A curve that is not increasing in bytes is rejected.
+  shm.bandwidthCurve = {{4096, 4.0}, {1024, 1.0}};
+  auto bad = predict(*find(Coll::kGather, "direct"), shapeOf(Coll::kGather, 2, 64), m);
+  REQUIRE(bad.status().code() == Code::kInvalidArgument);
+}
+
+TEST_CASE("simulator: the memory term slows every copy of a call whose footprint is beyond the "
+          "cache", "[simulator]") {
+  // Ring allreduce on 2 ranks, out of place: footprint F = 2 S per rank. Beyond c, the link
+  // bandwidth and the reduction rate are both multiplied by F / (c + (F - c) / f).
+  LinkModel m = LinkModel::defaults();
+  const Costs c = costs(m);
+  const size_t count = 1 << 20;  // S = 4 MiB
+  const double S = count * 4.0;
+  auto plain = predictUs(Coll::kAllReduce, "ring", shapeOf(Coll::kAllReduce, 2, count), m);
+  if (!plain) return;
+  TUTTI_REQUIRE_EXACT(*plain, 2 * c.a + S * c.b + S / 2 * c.g);
+  m.footprintCacheBytes = 2 << 20;
+  m.footprintStreamFactor = 0.5;
+  const double F = 2 * S, cb = 2 << 20;
+  const double g = F / (cb + (F - cb) / 0.5);
+  auto slowed = predictUs(Coll::kAllReduce, "ring", shapeOf(Coll::kAllReduce, 2, count), m);
+  TUTTI_REQUIRE_EXACT(*slowed, 2 * c.a + (S * c.b + S / 2 * c.g) / g);
+  // In place the footprint is S: the same call fits a cache of S.
+  auto inPlacePlain = predictUs(Coll::kAllReduce, "ring",
+                                shapeOf(Coll::kAllReduce, 2, count, true), LinkModel::defaults());
+  m.footprintCacheBytes = static_cast<size_t>(S);
+  auto inPlace =
+      predictUs(Coll::kAllReduce, "ring", shapeOf(Coll::kAllReduce, 2, count, true), m);
+  TUTTI_REQUIRE_EXACT(*inPlace, *inPlacePlain);
+  // Rooted: the root's buffers count on every rank, so all ranks predict alike.
+  CollShape gather = shapeOf(Coll::kGather, 4, count / 4, false, 2);
+  auto atRoot = predictUs(Coll::kGather, "direct", gather, m);
+  gather.rank = 1;
+  auto elsewhere = predictUs(Coll::kGather, "direct", gather, m);
+  TUTTI_REQUIRE_EXACT(*elsewhere, *atRoot);
+}
+
+TEST_CASE("simulator: reduceOnReceive charges only the reduction's excess over a copy",
+          "[simulator]") {
+  // Ring allreduce on 2 ranks: 2a + S b + S/2 g; with the receiver reducing as it copies out of
+  // the transport, the gamma term becomes S/2 (g - copy), and nothing when a copy costs as much.
+  LinkModel m = LinkModel::defaults();
+  m.reduceGBps = 5.0;
+  m.copyGBps = 20.0;
+  const Costs c = costs(m);
+  const size_t count = 1 << 16;
+  const double S = count * 4.0;
+  m.links[static_cast<int>(LinkClass::kShm)].reduceOnReceive = true;
+  auto fused = predictUs(Coll::kAllReduce, "ring", shapeOf(Coll::kAllReduce, 2, count), m);
+  if (!fused) return;
+  TUTTI_REQUIRE_EXACT(*fused, 2 * c.a + S * c.b + S / 2 * (c.g - c.copy));
+  m.copyGBps = m.reduceGBps;
+  auto free = predictUs(Coll::kAllReduce, "ring", shapeOf(Coll::kAllReduce, 2, count), m);
+  TUTTI_REQUIRE_EXACT(*free, 2 * c.a + S * c.b);
+}
+
+TEST_CASE("link model file: bandwidth_curve, reduce_on_receive and the memory term",
+          "[simulator]") {
+  LinkModel m = LinkModel::defaults();
+  REQUIRE(applyLinkText(R"({"links": {"shm": {"bandwidth_curve": [[4096, 2], [65536, 8]],
+                                               "reduce_on_receive": true},
+                                       "footprint_cache_bytes": 1048576,
+                                       "footprint_stream_factor": 0.25}})",
+                        "test", m)
+              .isOk());
+  const LinkParams& shm = m.links[static_cast<int>(LinkClass::kShm)];
+  REQUIRE(shm.bandwidthCurve.size() == 2);
+  REQUIRE(shm.bandwidthFor(65536) == Approx(8.0));
+  REQUIRE(shm.reduceOnReceive);
+  REQUIRE(m.footprintCacheBytes == 1048576);
+  REQUIRE(m.footprintStreamFactor == Approx(0.25));
+  // A plain bandwidth replaces the curve.
+  REQUIRE(applyLinkText(R"({"links": {"shm": {"bandwidth_gbps": 3}}})", "test", m).isOk());
+  REQUIRE(shm.bandwidthCurve.empty());
+  REQUIRE(shm.bandwidthFor(65536) == Approx(3.0));
+  // Bad values name the path and change nothing.
+  for (const char* bad : {R"({"links": {"shm": {"bandwidth_curve": [[4096, 2], [1024, 8]]}}})",
+                          R"({"links": {"shm": {"bandwidth_curve": [[4096]]}}})",
+                          R"({"links": {"shm": {"reduce_on_receive": 1}}})",
+                          R"({"links": {"footprint_stream_factor": 1.5}})"}) {
+    LinkModel before = m;
+    Status st = applyLinkText(bad, "test", m);
+    INFO(bad);
+    REQUIRE(st.code() == Code::kInvalidArgument);
+    CHECK(st.message().find("test: links.") != std::string::npos);
+    CHECK(m.footprintStreamFactor == before.footprintStreamFactor);
+    const int k = static_cast<int>(LinkClass::kShm);
+    CHECK(m.links[k].bandwidthCurve.empty());
+    CHECK(m.links[k].reduceOnReceive == before.links[k].reduceOnReceive);
+  }
+}
+
 TEST_CASE("link model: host-mates joined by tcp are costed as loopback tcp", "[simulator]") {
   LinkModel m = LinkModel::defaults();
   useNetworkOnHost(m, LinkClass::kTcp, true);
