@@ -58,7 +58,9 @@ using Clock = std::chrono::steady_clock;
 
 constexpr size_t kSmall = 8, kMid = 64 << 10, kLarge = 1 << 20;
 constexpr size_t kComputeBytes = 256 << 10;
-constexpr size_t kStreamBytes = 8 << 20;  // at least: the memory term's exchange
+// The memory term's exchange: at least 8 MiB, at least the footprint cache; none when that
+// cache is above 64 MiB (the default factor stays: 2 x 64 MiB per rank is enough to ask).
+constexpr size_t kStreamBytes = 8 << 20, kStreamBytesMax = 64 << 20;
 
 double medianOf(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -204,7 +206,7 @@ Status CommImpl::calibrate(const std::vector<int>& hostOfRank) {
                                         {"bandwidth_gbps", top},
                                         {"bandwidth_curve", curve}};
       const size_t c = model.footprintCacheBytes;
-      if (c > 0 && cls == algo::LinkClass::kShm) {
+      if (c > 0 && c <= kStreamBytesMax && cls == algo::LinkClass::kShm) {
         const size_t m = std::max(kStreamBytes, c);  // footprint 2 m >= 2 c
         TUTTI_TRY_ASSIGN(double us, calibrationExchange(peer, m, 4));
         // The simulator also slows the bytes of one message beyond cacheBytes (the cache term);
@@ -220,7 +222,7 @@ Status CommImpl::calibrate(const std::vector<int>& hostOfRank) {
       }
       return Status::ok();
     };
-    // 2. shm pairs, all at once.
+    // 2. host-mates in pairs, all pairs at once.
     const auto me = std::find(local.begin(), local.end(), rank_) - local.begin();
     const size_t partnerIdx = static_cast<size_t>(me) ^ 1u;
     TUTTI_TRY(net_->boot().barrier());

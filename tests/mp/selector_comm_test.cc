@@ -210,6 +210,18 @@ TEST_CASE("TUTTI_CALIBRATE measures once per host, caches, and the cache feeds t
     CHECK(shm["latency_us"].get<double>() > 0);
     CHECK(shm["latency_us"].get<double>() < 1000);
     CHECK(shm["bandwidth_gbps"].get<double>() > 0.05);
+    // The bandwidth curve from exchanges of 4 KiB..1 MiB, and the memory term's factor.
+    const auto& curve = shm["bandwidth_curve"];
+    REQUIRE(curve.is_array());
+    REQUIRE(curve.size() == 4);
+    for (size_t i = 0; i < curve.size(); ++i) {
+      CHECK(curve[i][1].get<double>() > 0.05);
+      if (i > 0) CHECK(curve[i][0].get<double>() > curve[i - 1][0].get<double>());
+    }
+    CHECK(curve[3][1].get<double>() == Approx(shm["bandwidth_gbps"].get<double>()));
+    const double stream = j["links"]["footprint_stream_factor"].get<double>();
+    CHECK(stream > 0);
+    CHECK(stream <= 1);
     CHECK(j["links"]["reduce_gbps"].get<double>() > 0.05);
     CHECK(j["links"]["copy_gbps"].get<double>() > 0.05);
   }
