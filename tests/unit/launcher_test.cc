@@ -3,8 +3,10 @@
 // timeouts, fail-fast, environment, output capture and tagging, and that no child is left behind.
 
 #include "tools/launch/launcher.h"
+#include "tools/launch/binding.h"
 
 #include <fmt/format.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -383,6 +385,53 @@ TEST_CASE("launcher: describe, exitStatus and signalName", "[launcher]") {
   CHECK(signalName(77) == "signal 77");
 }
 
+TEST_CASE("binding: ranks share the cores, then take a hardware thread each, and none beyond",
+          "[launcher][binding]") {
+  // 2 cores with 2 hardware threads each, siblings numbered as Linux does on x86: (0, 2), (1, 3).
+  const std::vector<Cpu> smt = {{0, 0, 0}, {1, 0, 1}, {2, 0, 0}, {3, 0, 1}};
+  std::string why;
+  using Sets = std::vector<std::vector<int>>;
+  CHECK(bindByCore(smt, 1, &why) == Sets{{0, 1, 2, 3}});
+  CHECK(why == "1 ranks on 2 cores: 2 each");
+  CHECK(bindByCore(smt, 2, &why) == Sets{{0, 2}, {1, 3}});
+  CHECK(why == "2 ranks on 2 cores: 1 each");
+  // Fewer ranks than cores: each rank keeps an equal, contiguous share for its compute threads.
+  const std::vector<Cpu> eight = {{0, 0, 0}, {1, 0, 1}, {2, 0, 2}, {3, 0, 3},
+                                  {4, 1, 0}, {5, 1, 1}, {6, 1, 2}, {7, 1, 3}};
+  CHECK(bindByCore(eight, 2, &why) == Sets{{0, 1, 2, 3}, {4, 5, 6, 7}});
+  CHECK(bindByCore(eight, 3, &why) == Sets{{0, 1}, {2, 3, 4}, {5, 6, 7}});
+  CHECK(why == "3 ranks on 8 cores: 2 or 3 each");
+  CHECK(bindByCore(smt, 3, &why) == Sets{{0}, {1}, {2}});
+  CHECK(bindByCore(smt, 4, &why) == Sets{{0}, {1}, {2}, {3}});
+  CHECK(why == "4 ranks on 4 CPUs of 2 cores: one CPU each");
+  CHECK(bindByCore(smt, 5, &why).empty());
+  CHECK(why == "5 ranks outnumber the 4 CPUs: not bound");
+  // Two packages with the same core ids are different cores; a restricted set (taskset) keeps
+  // only what it allows.
+  const std::vector<Cpu> two = {{4, 0, 0}, {5, 1, 0}};
+  CHECK(bindByCore(two, 2, &why) == Sets{{4}, {5}});
+  CHECK(bindByCore({}, 2, &why).empty());
+  CHECK(bindByCore(smt, 0, &why).empty());
+}
+
+TEST_CASE("launcher: LaunchOptions::cpus binds each rank before it runs", "[launcher][binding]") {
+  const std::vector<Cpu> cpus = allowedCpus();
+  REQUIRE(!cpus.empty());
+  LaunchOptions o = options(2);
+  o.cpus = {{cpus.front().id}, {cpus.back().id}};
+  const auto outcomes = runRanks(o, [&](int rank, int) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (::sched_getaffinity(0, sizeof(set), &set) != 0) return 2;
+    const int want = rank == 0 ? cpus.front().id : cpus.back().id;
+    return CPU_COUNT(&set) == 1 && CPU_ISSET(want, &set) ? 0 : 1;
+  });
+  for (const RankOutcome& r : outcomes) {
+    INFO(describe(r) + "\n" + r.output);
+    CHECK(r.exitCode == 0);
+  }
+}
+
 #ifdef TUTTI_RUN_PATH
 // Runs tutti-run as a single captured rank of an outer launch.
 RankOutcome tuttiRun(std::vector<std::string> args) {
@@ -427,6 +476,43 @@ TEST_CASE("tutti-run: exits with the failing rank's status and names it", "[laun
   INFO(timeout.output);
   CHECK(timeout.exitCode == 124);
   CHECK(timeout.output.find("timed out after 0.5 s and was killed") != std::string::npos);
+}
+
+TEST_CASE("tutti-run: binds ranks by core unless told --bind-to none", "[launcher][tutti-run]") {
+  // Every rank prints the CPUs it may run on; bindByCore says what they should be.
+  const auto show = [](std::vector<std::string> args) {
+    args.insert(args.end(), {"--tag-output", "--", "sh", "-c",
+                             "grep Cpus_allowed_list /proc/self/status | cut -f2"});
+    return tuttiRun(args);
+  };
+  const std::vector<Cpu> cpus = allowedCpus();
+  const auto expected = bindByCore(cpus, 2, nullptr);
+  auto list = [](const std::vector<int>& ids) {  // the kernel's compressed form, e.g. 0-1,4
+    std::string out;
+    for (size_t i = 0; i < ids.size();) {
+      size_t j = i;
+      while (j + 1 < ids.size() && ids[j + 1] == ids[j] + 1) ++j;
+      out += (out.empty() ? "" : ",") +
+             (j == i ? fmt::format("{}", ids[i]) : fmt::format("{}-{}", ids[i], ids[j]));
+      i = j + 1;
+    }
+    return out;
+  };
+  std::vector<int> all;
+  for (const Cpu& c : cpus) all.push_back(c.id);
+  const RankOutcome bound = show({"-n", "2"});
+  INFO(bound.output);
+  REQUIRE(bound.exitCode == 0);
+  for (int r = 0; r < 2; ++r) {
+    const std::string want = expected.empty() ? list(all) : list(expected[r]);
+    CHECK(bound.output.find(fmt::format("[{}] {}\n", r, want)) != std::string::npos);
+  }
+  const RankOutcome unbound = show({"-n", "2", "--bind-to", "none"});
+  INFO(unbound.output);
+  for (int r = 0; r < 2; ++r)
+    CHECK(unbound.output.find(fmt::format("[{}] {}\n", r, list(all))) != std::string::npos);
+  CHECK(tuttiRun({"-n", "2", "--bind-to", "socket", "true"}).output ==
+        "tutti-run: --bind-to expects core or none (got 'socket')\n");
 }
 
 TEST_CASE("tutti-run: bad usage exits 2 with a message", "[launcher][tutti-run]") {

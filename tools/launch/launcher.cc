@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/random.h>
 #include <sys/socket.h>
@@ -267,6 +268,13 @@ class Run {
 #ifdef __linux__
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != parentPid) ::_exit(1);  // the parent died before prctl
+    if (static_cast<size_t>(rank) < opts_.cpus.size() && !opts_.cpus[rank].empty()) {
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      for (int cpu : opts_.cpus[rank])
+        if (cpu >= 0 && cpu < CPU_SETSIZE) CPU_SET(cpu, &set);
+      ::sched_setaffinity(0, sizeof(set), &set);  // failing: the rank runs unbound
+    }
 #else
     (void)parentPid;
 #endif

@@ -43,6 +43,10 @@ struct LaunchOptions {
   // every few ms; once it holds a signal number, that signal is sent to every rank, and the ranks
   // still alive failFastGrace later are killed (killed = true, causeRank = -1).
   const std::atomic<int>* stopSignal = nullptr;
+  // Per rank (when not empty; a rank beyond it is left alone): the CPU ids the child binds
+  // itself to (sched_setaffinity) before it runs the body or the command. A failing call leaves
+  // the child unbound. binding.h computes them.
+  std::vector<std::vector<int>> cpus;
 };
 
 struct RankOutcome {
