@@ -42,7 +42,7 @@ const char* const kHelp = R"(usage: tutti-sched <command> [options]
       tokens n-1, n+1, n/2 (relative to nranks); --nranks takes ranges (1-64) and lists.
       Defaults: --nranks 1-16 --count 0,1,n-1,n+1,1009 --root 0,1,n/2,n-1 --inplace both;
       --file F verifies a JSON schedule (docs/SCHEDULES.md) at the file's own nranks
-  predict --coll C [--algo A] [--sizes 8:256M] [--dtype float] [--link-file F]
+  predict --coll C [--algo A] [--sizes 8:256M] [--dtype float] [--root N] [--link-file F]
           (--nranks N [--link shm|tcp] [--latency-us X] [--bandwidth-gbps Y] [--reduce-gbps Z]
            | --topo FILE [--nranks N])
       predicted microseconds per algorithm and size, the selector's choice per size and, last,
@@ -485,11 +485,16 @@ int cmdPredict(const Options& o) {
     if (a->coll == coll && (!o.has("algo") || a->name == o.get("algo"))) algos.push_back(a);
   if (algos.empty()) return usage("no {} algorithm matches", collName(coll));
 
+  uint64_t root = 0;
+  if (o.has("root") && (!rooted(coll) || !parseNumber(o.get("root"), root) ||
+                        root >= static_cast<uint64_t>(n)))
+    return usage("--root: expected 0..{} for a rooted collective, got '{}'", n - 1, o.get("root"));
   const size_t elem = dataTypeBytes(*dtype);
   const bool perRank = coll == Coll::kAllGather || coll == Coll::kReduceScatter ||
                        coll == Coll::kAllToAll || coll == Coll::kGather || coll == Coll::kScatter;
-  fmt::print("# {} nranks={} dtype={} {}:{}; reduce {} GB/s; predicted us\n", collName(coll), n,
-             dataTypeName(*dtype), m.description, classesText(m), m.model.reduceGBps);
+  fmt::print("# {} nranks={}{} dtype={} {}:{}; reduce {} GB/s; predicted us\n", collName(coll), n,
+             rooted(coll) ? fmt::format(" root={}", root) : "", dataTypeName(*dtype),
+             m.description, classesText(m), m.model.reduceGBps);
   std::string header = fmt::format("{:>12} {:>12}", "size(B)", "count");
   std::vector<size_t> width;
   for (const AlgorithmInfo* a : algos) {
@@ -505,7 +510,7 @@ int cmdPredict(const Options& o) {
   std::vector<Run> runs;  // the selector's choice over consecutive sizes
   for (uint64_t bytes : sizes) {
     const uint64_t count = bytes / elem / (perRank ? n : 1);
-    CollShape s{coll, 0, n, count, *dtype, RedOp::kSum, 0, false};
+    CollShape s{coll, 0, n, count, *dtype, RedOp::kSum, static_cast<int>(root), false};
     s.hostOf = m.hostOf;
     // The selector simulates every algorithm that supports the call: the table reads its
     // candidates, and the last column is the choice the library would make on this machine
@@ -605,7 +610,7 @@ int run(int argc, char** argv) {
   if (cmd == "predict") {
     Options o = parseOptions(argc, argv,
                              {"coll", "algo", "nranks", "sizes", "dtype", "link", "latency-us",
-                              "bandwidth-gbps", "reduce-gbps", "topo", "link-file"},
+                              "bandwidth-gbps", "reduce-gbps", "topo", "link-file", "root"},
                              {});
     return o.error.empty() ? cmdPredict(o) : usage("{}", o.error);
   }
