@@ -166,6 +166,74 @@ TEST_CASE("a topology file with 2 hosts makes hierarchical algorithms run exactl
   std::remove(path.c_str());
 }
 
+TEST_CASE("hierarchical allgather, reduce-scatter, broadcast and reduce run exactly on 2 hosts",
+          "[mp][selector]") {
+  // The same 2-host file as above (ranks 0 and 2 on one host): every rooted call at every root,
+  // so that roots that are and are not their host's first rank both run.
+  auto t = topo::loadFile(TUTTI_SOURCE_DIR "/topology/examples/tcp-4host.json");
+  REQUIRE(t.isOk());
+  topo::Topology two = t.value();
+  two.hosts.resize(2);
+  two.ranks = {{.host = 0}, {.host = 1}, {.host = 0}, {.host = 1}};
+  const std::string path = "/tmp/tutti_topo_2host_b_" + std::to_string(getpid()) + ".json";
+  {
+    std::ofstream f(path);
+    f << topo::toJson(two);
+  }
+  ScopedEnv env{{"TUTTI_TOPO_FILE", path}};
+  runOnRanks(4, "shm", [](Communicator& c) -> int {
+    const int r = c.rank(), n = c.size();
+    const DataType f32 = DataType::kFloat32;
+    for (Coll coll : {Coll::kAllGather, Coll::kReduceScatter, Coll::kBroadcast, Coll::kReduce})
+      TUTTI_CHILD_CHECK(c.setAlgorithm(coll, "hierarchical").isOk());
+    for (size_t count : {size_t{1}, size_t{7}, size_t{100003}}) {
+      const size_t total = count * n;
+      // allgather: block q of the output is rank q's input.
+      Buffer in(f32, count), out(f32, total);
+      for (size_t i = 0; i < count; ++i) in.set(i, movementInput(f32, r, i));
+      out.poison();
+      auto d = c.algorithmFor(Coll::kAllGather, count, f32);
+      TUTTI_CHILD_CHECK(d.isOk() && d->algorithm == "hierarchical");
+      TUTTI_CHILD_CHECK(c.allGather(in.data(), out.data(), count, f32).isOk());
+      TUTTI_CHILD_CHECK(countWrong(out, 0, total, 0, "allgather hierarchical", r, [&](size_t i) {
+                          return movementInput(f32, static_cast<int>(i / count), i % count);
+                        }) == 0);
+      // reduce-scatter: rank r gets block r of the sum.
+      Buffer rin(f32, total), rout(f32, count);
+      for (size_t i = 0; i < total; ++i) rin.set(i, reductionInput(f32, RedOp::kSum, r, i));
+      rout.poison();
+      d = c.algorithmFor(Coll::kReduceScatter, count, f32);
+      TUTTI_CHILD_CHECK(d.isOk() && d->algorithm == "hierarchical");
+      TUTTI_CHILD_CHECK(c.reduceScatter(rin.data(), rout.data(), count, f32, RedOp::kSum).isOk());
+      TUTTI_CHILD_CHECK(countWrong(rout, 0, count, 0, "reducescatter hierarchical", r,
+                                   [&](size_t i) {
+                                     return reductionExpected(f32, RedOp::kSum, n, r * count + i);
+                                   }) == 0);
+      for (int root = 0; root < n; ++root) {
+        // broadcast: everyone gets the root's input.
+        Buffer bin(f32, count), bout(f32, count);
+        for (size_t i = 0; i < count; ++i) bin.set(i, movementInput(f32, root, i));
+        bout.poison();
+        TUTTI_CHILD_CHECK(c.broadcast(bin.data(), bout.data(), count, f32, root).isOk());
+        TUTTI_CHILD_CHECK(countWrong(bout, 0, count, 0, "broadcast hierarchical", r, [&](size_t i) {
+                            return movementInput(f32, root, i);
+                          }) == 0);
+        // reduce: the root gets the sum.
+        Buffer din(f32, count), dout(f32, count);
+        for (size_t i = 0; i < count; ++i) din.set(i, reductionInput(f32, RedOp::kSum, r, i));
+        dout.poison();
+        TUTTI_CHILD_CHECK(c.reduce(din.data(), dout.data(), count, f32, RedOp::kSum, root).isOk());
+        if (r == root)
+          TUTTI_CHILD_CHECK(countWrong(dout, 0, count, 0, "reduce hierarchical", r, [&](size_t i) {
+                              return reductionExpected(f32, RedOp::kSum, n, i);
+                            }) == 0);
+      }
+    }
+    return 0;
+  });
+  std::remove(path.c_str());
+}
+
 TEST_CASE("TUTTI_CALIBRATE measures once per host, caches, and the cache feeds the model",
           "[mp][selector][calibrate]") {
   char tmpl[] = "/tmp/tutti_calib_XXXXXX";
