@@ -19,8 +19,8 @@ namespace tutti::algo {
 namespace {
 
 // shm between ranks with a PU each, fitted on the 2-core development VM (AMD EPYC, 2 MiB of L2
-// per core, 32 MiB of L3) with TUTTI_CALIBRATE=2 (core/calibrate.cc: 8 B ping-pongs, exchanges
-// of 4 KiB-8 MiB with both directions busy, 256 KiB reductions and copies), six runs:
+// per core, 32 MiB of L3) with TUTTI_CALIBRATE=2 (core/calibrate.cc: exchanges of 8 B-8 MiB
+// with both directions busy, 256 KiB reductions and copies), six runs:
 //  - alpha 0.07-0.11 us beyond o = 0.1 us: a 2-rank 8 B allreduce takes about 0.18 us, one
 //    round; two-round algorithms 0.36-0.40 us;
 //  - bandwidth by message size (per direction, both busy): 4 KiB 6.0-9.7 GB/s, 32 KiB 9.6-11.9,
@@ -43,7 +43,8 @@ constexpr double kFootprintStreamFactor = 0.5;
 // scheduled, and a message costs its sender a wake-up, so both alpha and o grow with the load
 // (ranks / PUs); ranks that share a core evict each other's blocks at every switch, so the
 // message cache term starts at a fraction of the L2. Fitted to 48 rows of 4-rank allreduce (6
-// algorithms, 8 B-16 MiB, `tutti-perf --algo all`, the median of 4 fastest-of-5 rounds) by a grid
+// algorithms, 8 B-16 MiB, `tutti-perf --algo all`, the median over two runs of each row's
+// fastest of 5 rounds) by a grid
 // over alpha 0.5-2.5 us, o 0.3-1.5 us, the bandwidth curve's scale 0.25-1.5, the cache term's
 // factor 0.1-0.4 from 256 KiB to 2 MiB and the memory term on or off, counting the sizes where
 // the predicted fastest ran within 15% of the measured fastest, then the rows within 20%: 8 of 8
@@ -67,7 +68,7 @@ constexpr double kOversubscribedOverheadUs = 0.5;  // o = this * ranks / PUs whe
 //  - more ranks than PUs (4 ranks): measured / predicted time of ring steps grew from 1.6x at
 //    256 KiB blocks to 4.0x at 2 MiB and 4.6x at 4 MiB (ranks sharing a core evict each other's
 //    blocks at every switch) while the tree stayed at 0.8-1.8x: 0.2 beyond L2 / (2 load) (the
-//    grid below).
+//    grid above).
 constexpr double kStreamFactor = 0.6;
 constexpr double kOversubscribedStreamFactor = 0.2;
 constexpr uint64_t kDefaultL2Bytes = 1 << 20;  // when the probe found no L2
