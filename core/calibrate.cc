@@ -60,7 +60,7 @@ constexpr size_t kSmall = 8, kMid = 64 << 10, kLarge = 1 << 20;
 constexpr size_t kComputeBytes = 256 << 10;
 // The memory term's exchange: at least 8 MiB, at least the footprint cache; none when that
 // cache is above 64 MiB (the default factor stays: 2 x 64 MiB per rank is enough to ask).
-constexpr size_t kStreamBytes = 8 << 20, kStreamBytesMax = 64 << 20;
+constexpr size_t kMemoryExchangeBytes = 8 << 20, kMemoryExchangeMax = 64 << 20;
 
 double medianOf(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -206,8 +206,8 @@ Status CommImpl::calibrate(const std::vector<int>& hostOfRank) {
                                         {"bandwidth_gbps", top},
                                         {"bandwidth_curve", curve}};
       const size_t c = model.footprintCacheBytes;
-      if (c > 0 && c <= kStreamBytesMax && cls == algo::LinkClass::kShm) {
-        const size_t m = std::max(kStreamBytes, c);  // footprint 2 m >= 2 c
+      if (c > 0 && c <= kMemoryExchangeMax && cls == algo::LinkClass::kShm) {
+        const size_t m = std::max(kMemoryExchangeBytes, c);  // footprint 2 m >= 2 c
         TUTTI_TRY_ASSIGN(double us, calibrationExchange(peer, m, 4));
         // The simulator also slows the bytes of one message beyond cacheBytes (the cache term);
         // what is left of the exchange's slowdown is the memory term's F / (c + (F - c) / f).
