@@ -7,6 +7,7 @@
 // and the collective's result against a reference. A new algorithm is tested with no new code.
 #include <catch2/catch.hpp>
 
+#include <cstring>
 #include <deque>
 #include <map>
 #include <numeric>
@@ -216,6 +217,62 @@ TEST_CASE("every registered algorithm is correct on an in-memory mailbox", "[sch
               }
             }
           }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("every allreduce algorithm leaves the same bits on every rank", "[schedule]") {
+  // Floating-point sums depend on their grouping: with inputs of both signs around 1e16 (whose
+  // ulp is 2), two groupings of the same n inputs round differently. Data-parallel training
+  // keeps its replicas identical only if every rank gets the same bits, so an algorithm must
+  // reduce each element in one grouping (one rank reduces it, or every rank in one canonical
+  // tree; a op b == b op a may differ in operand order).
+  auto value = [](int q, size_t i) {
+    return (q % 2 == 0 ? 1e16 : -1e16) + 0.3 * (q + 1) + 0.7 * static_cast<double>(i % 5);
+  };
+  for (const AlgorithmInfo& algo : registry()) {
+    if (algo.coll != Coll::kAllReduce) continue;
+    for (int n : {3, 4, 5, 6, 7, 8}) {
+      for (bool inPlace : {false, true}) {
+        for (const std::vector<int>& hostOf : hostLayouts(n)) {
+          const size_t count = static_cast<size_t>(n) + 1;
+          CollShape shape{algo.coll, 0, n, count, DataType::kFloat64, RedOp::kSum, 0, inPlace};
+          if (!hostOf.empty() && (!algo.supports || algo.supports(shape))) continue;
+          shape.hostOf = hostOf;
+          INFO(fmt::format("allreduce:{} nranks={} {} hostOf=[{}]", algo.name, n,
+                           inPlace ? "in-place" : "out-of-place", fmt::join(hostOf, ",")));
+          std::vector<RankState> ranks(n);
+          bool supported = true;
+          for (int r = 0; r < n && supported; ++r) {
+            CollShape sr = shape;
+            sr.rank = r;
+            if (algo.supports && !algo.supports(sr)) {
+              supported = false;
+              break;
+            }
+            auto sched = algo.build(sr);
+            REQUIRE(sched.isOk());
+            ranks[r].sched = std::move(sched).value();
+            setUpBuffers(sr, ranks[r]);
+            for (size_t i = 0; i < count; ++i) ranks[r].input[i] = value(r, i);
+            if (inPlace) {
+              ranks[r].inputInOutput = true;
+              ranks[r].output = ranks[r].input;
+            }
+          }
+          if (!supported) continue;
+          const std::string err = run(ranks);
+          INFO(err);
+          REQUIRE(err.empty());
+          for (int r = 1; r < n; ++r)
+            for (size_t i = 0; i < count; ++i) {
+              auto [a, ao] = ranks[0].at(Buf::kOutput, i);
+              auto [v, vo] = ranks[r].at(Buf::kOutput, i);
+              INFO("rank " << r << " element " << i);
+              REQUIRE(std::memcmp(&(*v)[vo], &(*a)[ao], sizeof(double)) == 0);
+            }
         }
       }
     }

@@ -521,12 +521,12 @@ TEST_CASE("simulator: closed forms of the other registered algorithms", "[simula
        "scatter_allgather",
        {2, 4, 8, 16},
        [&](int n, double S) { return (lg(n) + n - 1) * a + 2 * frac(n) * S * b; }},
-      // The reduction of the first incoming block (from r-1, first in shift order) overlaps the
-      // transfer of the others, so one (n-1) S gamma term shrinks to max(1, n-2).
+      // Every rank sums the n inputs once they have all arrived (the canonical tree), so all
+      // n-1 reductions follow the transfers: (n-1) S gamma.
       {Coll::kAllReduce,
        "one_shot",
        {2, 3, 4, 5, 8},
-       [&](int n, double S) { return a + (n - 1) * S * b + std::max(1, n - 2) * S * g; }},
+       [&](int n, double S) { return a + (n - 1) * S * b + (n - 1) * S * g; }},
       {Coll::kAllReduce,
        "two_shot",
        {2, 3, 4, 5, 8, 12, 16},
