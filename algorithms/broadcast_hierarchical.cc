@@ -31,10 +31,7 @@ Result<Schedule> build(const CollShape& s) {
   ScheduleBuilder b(s);
   const size_t c = s.count;
   const int H = hier->groups, L = hier->perGroup, g = hier->group, li = hier->local;
-  const int rootGroup = s.hostOf[s.root];
-  const auto& rootHost = hier->members[rootGroup];
-  const int rootLocal =
-      static_cast<int>(std::find(rootHost.begin(), rootHost.end(), s.root) - rootHost.begin());
+  const auto [rootGroup, rootLocal] = patterns::placeOf(*hier, s, s.root);
   const bool isRoot = s.rank == s.root;
   // Where this rank's copy of the data is once it has it.
   const Buf have = isRoot ? Buf::kInput : Buf::kOutput;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "algorithms/schedule.h"
@@ -37,6 +38,14 @@ inline std::optional<Hierarchy> regularHierarchy(const CollShape& s) {
   const auto& mine = out.members[out.group];
   out.local = static_cast<int>(std::find(mine.begin(), mine.end(), s.rank) - mine.begin());
   return out;
+}
+
+/// The group of `rank` and its index inside it (ranks of a group in ascending order), e.g. the
+/// root's: rooted hierarchical algorithms lead each group from the rank with the root's index.
+inline std::pair<int, int> placeOf(const Hierarchy& h, const CollShape& s, int rank) {
+  const int group = s.hostOf[rank];
+  const auto& m = h.members[group];
+  return {group, static_cast<int>(std::find(m.begin(), m.end(), rank) - m.begin())};
 }
 
 }  // namespace tutti::algo::patterns

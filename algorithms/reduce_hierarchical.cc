@@ -28,10 +28,7 @@ Result<Schedule> build(const CollShape& s) {
   ScheduleBuilder b(s);
   const size_t c = s.count;
   const int H = hier->groups, L = hier->perGroup, g = hier->group, li = hier->local;
-  const int rootGroup = s.hostOf[s.root];
-  const auto& rootHost = hier->members[rootGroup];
-  const int rootLocal =
-      static_cast<int>(std::find(rootHost.begin(), rootHost.end(), s.root) - rootHost.begin());
+  const auto [rootGroup, rootLocal] = patterns::placeOf(*hier, s, s.root);
   const auto& host = hier->members[g];
   const int lv = patterns::mod(li - rootLocal, L);  // inside the host, relative to its leader
   const int gv = patterns::mod(g - rootGroup, H);   // among the leaders, relative to the root's

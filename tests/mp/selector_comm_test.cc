@@ -129,21 +129,28 @@ TEST_CASE("NCCL_ALGO and TUTTI_ALGO narrow the choice, TUTTI_ALGO first", "[mp][
   });
 }
 
+// Two hosts of the 4-host example, two ranks on each (ranks 0 and 2 on one host: groups need
+// not be contiguous), written to a file that TUTTI_TOPO_FILE names while the object lives.
+class TwoHostTopology {
+ public:
+  TwoHostTopology() {
+    auto t = topo::loadFile(TUTTI_SOURCE_DIR "/topology/examples/tcp-4host.json");
+    REQUIRE(t.isOk());
+    topo::Topology two = t.value();
+    two.hosts.resize(2);
+    two.ranks = {{.host = 0}, {.host = 1}, {.host = 0}, {.host = 1}};
+    std::ofstream(path_) << topo::toJson(two);
+  }
+  ~TwoHostTopology() { std::remove(path_.c_str()); }
+
+ private:
+  const std::string path_ = "/tmp/tutti_topo_2host_" + std::to_string(getpid()) + ".json";
+  ScopedEnv env_{{"TUTTI_TOPO_FILE", path_}};
+};
+
 TEST_CASE("a topology file with 2 hosts makes hierarchical algorithms run exactly",
           "[mp][selector]") {
-  // Two hosts of the 4-host example, two ranks on each (ranks 0 and 2 on one host: groups need
-  // not be contiguous).
-  auto t = topo::loadFile(TUTTI_SOURCE_DIR "/topology/examples/tcp-4host.json");
-  REQUIRE(t.isOk());
-  topo::Topology two = t.value();
-  two.hosts.resize(2);
-  two.ranks = {{.host = 0}, {.host = 1}, {.host = 0}, {.host = 1}};
-  const std::string path = "/tmp/tutti_topo_2host_" + std::to_string(getpid()) + ".json";
-  {
-    std::ofstream f(path);
-    f << topo::toJson(two);
-  }
-  ScopedEnv env{{"TUTTI_TOPO_FILE", path}};
+  TwoHostTopology hosts;
   runOnRanks(4, "shm", [](Communicator& c) -> int {
     for (const char* name : {"hierarchical", "hierarchical_leader"}) {
       TUTTI_CHILD_CHECK(c.setAlgorithm(Coll::kAllReduce, name).isOk());
@@ -163,24 +170,13 @@ TEST_CASE("a topology file with 2 hosts makes hierarchical algorithms run exactl
     TUTTI_CHILD_CHECK(hierarchical);
     return 0;
   });
-  std::remove(path.c_str());
 }
 
 TEST_CASE("hierarchical allgather, reduce-scatter, broadcast and reduce run exactly on 2 hosts",
           "[mp][selector]") {
-  // The same 2-host file as above (ranks 0 and 2 on one host): every rooted call at every root,
-  // so that roots that are and are not their host's first rank both run.
-  auto t = topo::loadFile(TUTTI_SOURCE_DIR "/topology/examples/tcp-4host.json");
-  REQUIRE(t.isOk());
-  topo::Topology two = t.value();
-  two.hosts.resize(2);
-  two.ranks = {{.host = 0}, {.host = 1}, {.host = 0}, {.host = 1}};
-  const std::string path = "/tmp/tutti_topo_2host_b_" + std::to_string(getpid()) + ".json";
-  {
-    std::ofstream f(path);
-    f << topo::toJson(two);
-  }
-  ScopedEnv env{{"TUTTI_TOPO_FILE", path}};
+  // Every rooted call at every root, so that roots that are and are not their host's first
+  // rank both run.
+  TwoHostTopology hosts;
   runOnRanks(4, "shm", [](Communicator& c) -> int {
     const int r = c.rank(), n = c.size();
     const DataType f32 = DataType::kFloat32;
@@ -231,7 +227,6 @@ TEST_CASE("hierarchical allgather, reduce-scatter, broadcast and reduce run exac
     }
     return 0;
   });
-  std::remove(path.c_str());
 }
 
 TEST_CASE("TUTTI_CALIBRATE measures once per host, caches, and the cache feeds the model",
