@@ -48,6 +48,12 @@ namespace patterns {
 inline int mod(long a, int n) { return static_cast<int>(((a % n) + n) % n); }
 inline int ringNext(int r, int n) { return mod(r + 1, n); }
 inline int ringPrev(int r, int n) { return mod(r - 1, n); }
+/// The smallest k with 2^k >= n (0 for n <= 1): the rounds of a binomial tree over n ranks.
+inline int ceilLog2(int n) {
+  int k = 0;
+  while ((1 << k) < n) ++k;
+  return k;
+}
 struct Chunk {
   size_t offset = 0, count = 0;
 };

@@ -19,17 +19,12 @@
 namespace tutti::algo {
 namespace {
 
-bool supports(const CollShape& s) { return patterns::regularHierarchy(s).has_value(); }
-
 Result<Schedule> build(const CollShape& s) {
-  auto hier = patterns::regularHierarchy(s);
-  if (!hier)
-    return invalidArgument("allgather hierarchical: needs hostOf with equal groups (nranks={})",
-                           s.nranks);
+  TUTTI_TRY_ASSIGN(const patterns::Hierarchy hier, patterns::requireHierarchy(s, "allgather hierarchical"));
   ScheduleBuilder b(s);
   const size_t c = s.count;
-  const int H = hier->groups, L = hier->perGroup, g = hier->group, li = hier->local;
-  const auto& members = hier->members;
+  const int H = hier.groups, L = hier.perGroup, g = hier.group, li = hier.local;
+  const auto& members = hier.members;
   auto at = [&](int rank) { return static_cast<size_t>(rank) * c; };  // a rank's block
 
   // (1) across hosts, among local index li. Round 0 sends from the input while it is copied.
@@ -66,7 +61,7 @@ TUTTI_REGISTER_ALGORITHM({.name = "hierarchical",
                           .summary = "ring allgather across hosts among ranks of one local "
                                      "index, then ring allgather inside each host; several "
                                      "hosts (hostOf)",
-                          .supports = supports,
+                          .supports = patterns::hasRegularHierarchy,
                           .build = build,
                           .priority = 1});
 

@@ -16,14 +16,11 @@
 namespace tutti::algo {
 namespace {
 
-bool supports(const CollShape& s) { return patterns::regularHierarchy(s).has_value(); }
-
 Result<Schedule> build(const CollShape& s) {
-  auto hier = patterns::regularHierarchy(s);
-  if (!hier) return invalidArgument("hierarchical: needs hostOf with equal groups (nranks={})", s.nranks);
+  TUTTI_TRY_ASSIGN(const patterns::Hierarchy hier, patterns::requireHierarchy(s, "hierarchical"));
   ScheduleBuilder b(s);
-  const int L = hier->perGroup, H = hier->groups, li = hier->local, g = hier->group;
-  const auto& host = hier->members[g];
+  const int L = hier.perGroup, H = hier.groups, li = hier.local, g = hier.group;
+  const auto& host = hier.members[g];
   const int next = host[patterns::ringNext(li, L)], prev = host[patterns::ringPrev(li, L)];
   auto chunk = [&](long i) { return patterns::evenChunk(s.count, L, patterns::mod(i, L)); };
 
@@ -37,8 +34,8 @@ Result<Schedule> build(const CollShape& s) {
   }
   // (2) ring allreduce of the owned chunk across hosts, among ranks with local index li.
   const auto own = chunk(li + 1);
-  const int hn = hier->members[patterns::ringNext(g, H)][li];
-  const int hp = hier->members[patterns::ringPrev(g, H)][li];
+  const int hn = hier.members[patterns::ringNext(g, H)][li];
+  const int hp = hier.members[patterns::ringPrev(g, H)][li];
   auto sub = [&](long i) {
     auto c = patterns::evenChunk(own.count, H, patterns::mod(i, H));
     c.offset += own.offset;
@@ -72,7 +69,7 @@ TUTTI_REGISTER_ALGORITHM({.name = "hierarchical",
                           .coll = Coll::kAllReduce,
                           .summary = "intra-host ring reduce-scatter, inter-host ring allreduce, "
                                      "intra-host ring allgather; needs several hosts (hostOf)",
-                          .supports = supports,
+                          .supports = patterns::hasRegularHierarchy,
                           .build = build,
                           .priority = 1});
 

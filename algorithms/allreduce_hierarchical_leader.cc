@@ -15,19 +15,13 @@
 namespace tutti::algo {
 namespace {
 
-bool supports(const CollShape& s) { return patterns::regularHierarchy(s).has_value(); }
-
 Result<Schedule> build(const CollShape& s) {
-  auto hier = patterns::regularHierarchy(s);
-  if (!hier)
-    return invalidArgument("hierarchical_leader: needs hostOf with equal groups (nranks={})",
-                           s.nranks);
+  TUTTI_TRY_ASSIGN(const patterns::Hierarchy hier, patterns::requireHierarchy(s, "hierarchical_leader"));
   ScheduleBuilder b(s);
   const size_t c = s.count;
-  const int L = hier->perGroup, H = hier->groups, li = hier->local, g = hier->group;
-  const auto& host = hier->members[g];
-  int logL = 0;
-  while ((1 << logL) < L) ++logL;
+  const int L = hier.perGroup, H = hier.groups, li = hier.local, g = hier.group;
+  const auto& host = hier.members[g];
+  const int logL = patterns::ceilLog2(L);
 
   // (1) binomial reduce to local index 0; the partial lives in the input until the first
   // receive, then in the output.
@@ -49,7 +43,7 @@ Result<Schedule> build(const CollShape& s) {
   const bool leader = li == 0;
   const patterns::PowerOfTwoFold fold(g, H);
   const int steps = fold.steps;
-  auto leaderOf = [&](int group) { return hier->members[group][0]; };
+  auto leaderOf = [&](int group) { return hier.members[group][0]; };
   // Before exchange j the partial is in where(j); where(steps) is the output.
   auto where = [&](int j) { return (steps - j) % 2 == 0 ? Buf::kOutput : Buf::kScratch; };
   const size_t tmp = leader && steps >= 1 ? b.scratch(c) : 0;
@@ -94,7 +88,7 @@ TUTTI_REGISTER_ALGORITHM({.name = "hierarchical_leader",
                           .summary = "intra-host binomial reduce, recursive doubling among host "
                                      "leaders, intra-host binomial broadcast; small messages on "
                                      "several hosts (hostOf)",
-                          .supports = supports,
+                          .supports = patterns::hasRegularHierarchy,
                           .build = build,
                           .priority = 1});
 

@@ -18,8 +18,7 @@ Result<Schedule> build(const CollShape& s) {
   const int n = s.nranks, r = s.rank, v = patterns::mod(r - s.root, n);
   const size_t c = s.count;
   auto real = [&](int rel) { return patterns::mod(rel + s.root, n); };
-  int levels = 0;
-  while ((1 << levels) < n) ++levels;
+  const int levels = patterns::ceilLog2(n);
   if (v == 0) b.copy(Buf::kInput, 0, Buf::kOutput, 0, c);
   for (int j = 0; j < levels; ++j) {
     const int d = 1 << (levels - 1 - j);

@@ -15,53 +15,36 @@
 namespace tutti::algo {
 namespace {
 
-bool supports(const CollShape& s) { return patterns::regularHierarchy(s).has_value(); }
-
-int ceilLog2(int n) {
-  int k = 0;
-  while ((1 << k) < n) ++k;
-  return k;
-}
-
 Result<Schedule> build(const CollShape& s) {
-  auto hier = patterns::regularHierarchy(s);
-  if (!hier)
-    return invalidArgument("broadcast hierarchical: needs hostOf with equal groups (nranks={})",
-                           s.nranks);
+  TUTTI_TRY_ASSIGN(const patterns::Hierarchy hier, patterns::requireHierarchy(s, "broadcast hierarchical"));
   ScheduleBuilder b(s);
   const size_t c = s.count;
-  const int H = hier->groups, L = hier->perGroup, g = hier->group, li = hier->local;
-  const auto [rootGroup, rootLocal] = patterns::placeOf(*hier, s, s.root);
+  const int H = hier.groups, L = hier.perGroup, g = hier.group, li = hier.local;
+  const auto [rootGroup, rootLocal] = patterns::placeOf(hier, s, s.root);
   const bool isRoot = s.rank == s.root;
   // Where this rank's copy of the data is once it has it.
   const Buf have = isRoot ? Buf::kInput : Buf::kOutput;
   if (isRoot) b.copy(Buf::kInput, 0, Buf::kOutput, 0, c);
 
-  // (1) binomial broadcast among the leaders (local index rootLocal), groups relative to the
-  // root's.
-  const int gv = patterns::mod(g - rootGroup, H);
-  auto leader = [&](int rel) { return hier->members[patterns::mod(rel + rootGroup, H)][rootLocal]; };
-  const int levelsH = ceilLog2(H);
-  for (int j = 0; j < levelsH; ++j) {
-    const int d = 1 << (levelsH - 1 - j);
-    if (li == rootLocal) {
-      if (gv % (2 * d) == 0 && gv + d < H) b.send(leader(gv + d), have, 0, c);
-      else if (gv % (2 * d) == d) b.recv(leader(gv - d), Buf::kOutput, 0, c);
+  // A binomial broadcast over `count` members numbered v relative to the one that has the data
+  // (broadcast:binomial's rounds); member(rel) is the rank of relative number rel.
+  auto binomial = [&](bool takesPart, int v, int count, auto member) {
+    const int levels = patterns::ceilLog2(count);
+    for (int j = 0; j < levels; ++j) {
+      const int d = 1 << (levels - 1 - j);
+      if (takesPart && v % (2 * d) == 0 && v + d < count) b.send(member(v + d), have, 0, c);
+      else if (takesPart && v % (2 * d) == d) b.recv(member(v - d), Buf::kOutput, 0, c);
+      b.nextRound();
     }
-    b.nextRound();
-  }
-
-  // (2) binomial broadcast inside the host from its leader, local indices relative to it.
-  const auto& host = hier->members[g];
-  const int lv = patterns::mod(li - rootLocal, L);
-  auto local = [&](int rel) { return host[patterns::mod(rel + rootLocal, L)]; };
-  const int levelsL = ceilLog2(L);
-  for (int j = 0; j < levelsL; ++j) {
-    const int d = 1 << (levelsL - 1 - j);
-    if (lv % (2 * d) == 0 && lv + d < L) b.send(local(lv + d), have, 0, c);
-    else if (lv % (2 * d) == d) b.recv(local(lv - d), Buf::kOutput, 0, c);
-    b.nextRound();
-  }
+  };
+  // (1) among the leaders (local index rootLocal), groups relative to the root's.
+  binomial(li == rootLocal, patterns::mod(g - rootGroup, H), H, [&](int rel) {
+    return hier.members[patterns::mod(rel + rootGroup, H)][rootLocal];
+  });
+  // (2) inside the host from its leader, local indices relative to it.
+  const auto& host = hier.members[g];
+  binomial(true, patterns::mod(li - rootLocal, L), L,
+           [&](int rel) { return host[patterns::mod(rel + rootLocal, L)]; });
   return b.finish();
 }
 
@@ -71,7 +54,7 @@ TUTTI_REGISTER_ALGORITHM({.name = "hierarchical",
                           .coll = Coll::kBroadcast,
                           .summary = "binomial tree among host leaders, then binomial inside "
                                      "each host; small messages on several hosts (hostOf)",
-                          .supports = supports,
+                          .supports = patterns::hasRegularHierarchy,
                           .build = build,
                           .priority = 1});
 

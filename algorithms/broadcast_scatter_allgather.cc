@@ -28,8 +28,7 @@ Result<Schedule> build(const CollShape& s) {
     const auto first = chunk(lo), last = chunk(hi - 1);
     return patterns::Chunk{first.offset, last.offset + last.count - first.offset};
   };
-  int levels = 0;
-  while ((1 << levels) < n) ++levels;
+  const int levels = patterns::ceilLog2(n);
 
   // Binomial scatter.
   if (v == 0) b.copy(Buf::kInput, 0, Buf::kOutput, 0, s.count);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -38,6 +39,17 @@ inline std::optional<Hierarchy> regularHierarchy(const CollShape& s) {
   const auto& mine = out.members[out.group];
   out.local = static_cast<int>(std::find(mine.begin(), mine.end(), s.rank) - mine.begin());
   return out;
+}
+
+/// The `supports` of every hierarchical algorithm: a regular hierarchy.
+inline bool hasRegularHierarchy(const CollShape& s) { return regularHierarchy(s).has_value(); }
+
+/// regularHierarchy, or InvalidArgument naming `algo` (a hierarchical algorithm's build() when
+/// its supports() was not asked).
+inline Result<Hierarchy> requireHierarchy(const CollShape& s, std::string_view algo) {
+  auto h = regularHierarchy(s);
+  if (!h) return invalidArgument("{}: needs hostOf with equal groups (nranks={})", algo, s.nranks);
+  return std::move(*h);
 }
 
 /// The group of `rank` and its index inside it (ranks of a group in ascending order), e.g. the

@@ -120,9 +120,8 @@ bool infiniband(const topo::Host& h, int nic) {
 
 // The memory term's cache: half of a rank's share of the last-level cache on the host with the
 // least of it (the largest data cache level the probe found), or kDefaultFootprintCacheBytes.
-size_t footprintCacheBytes(const topo::Topology& w) {
-  std::map<int, int> perHost;
-  for (const auto& r : w.ranks) ++perHost[r.host];
+// perHost: ranks per host index.
+size_t footprintCacheBytes(const topo::Topology& w, const std::map<int, int>& perHost) {
   size_t least = 0;
   for (const auto& [host, ranks] : perHost) {
     if (host < 0 || host >= static_cast<int>(w.hosts.size()) || ranks <= 0) continue;
@@ -277,7 +276,7 @@ LinkModel linkModelFor(const topo::Topology& w) {
   m.cpuLoad = load;
   shm.streamFactor = kStreamFactor;
   shm.reduceOnReceive = true;  // the receiver reduces out of the ring (transports/shm)
-  m.footprintCacheBytes = footprintCacheBytes(w);
+  m.footprintCacheBytes = footprintCacheBytes(w, perHost);
   m.footprintStreamFactor = kFootprintStreamFactor;
   if (load > 1.0) {
     shm.latencyUs = kOversubscribedLatencyUs + kOversubscribedRoundUs * load;

@@ -18,22 +18,17 @@
 namespace tutti::algo {
 namespace {
 
-bool supports(const CollShape& s) { return patterns::regularHierarchy(s).has_value(); }
-
 Result<Schedule> build(const CollShape& s) {
-  auto hier = patterns::regularHierarchy(s);
-  if (!hier)
-    return invalidArgument("reduce hierarchical: needs hostOf with equal groups (nranks={})",
-                           s.nranks);
+  TUTTI_TRY_ASSIGN(const patterns::Hierarchy hier, patterns::requireHierarchy(s, "reduce hierarchical"));
   ScheduleBuilder b(s);
   const size_t c = s.count;
-  const int H = hier->groups, L = hier->perGroup, g = hier->group, li = hier->local;
-  const auto [rootGroup, rootLocal] = patterns::placeOf(*hier, s, s.root);
-  const auto& host = hier->members[g];
+  const int H = hier.groups, L = hier.perGroup, g = hier.group, li = hier.local;
+  const auto [rootGroup, rootLocal] = patterns::placeOf(hier, s, s.root);
+  const auto& host = hier.members[g];
   const int lv = patterns::mod(li - rootLocal, L);  // inside the host, relative to its leader
   const int gv = patterns::mod(g - rootGroup, H);   // among the leaders, relative to the root's
   auto local = [&](int rel) { return host[patterns::mod(rel + rootLocal, L)]; };
-  auto leader = [&](int rel) { return hier->members[patterns::mod(rel + rootGroup, H)][rootLocal]; };
+  auto leader = [&](int rel) { return hier.members[patterns::mod(rel + rootGroup, H)][rootLocal]; };
 
   const bool isRoot = s.rank == s.root;
   const bool receives =
@@ -74,7 +69,7 @@ TUTTI_REGISTER_ALGORITHM({.name = "hierarchical",
                           .summary = "binomial reduce inside each host to a leader, then among "
                                      "the leaders to the root; small messages on several hosts "
                                      "(hostOf)",
-                          .supports = supports,
+                          .supports = patterns::hasRegularHierarchy,
                           .build = build,
                           .priority = 1});
 

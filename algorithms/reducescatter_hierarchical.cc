@@ -21,17 +21,12 @@
 namespace tutti::algo {
 namespace {
 
-bool supports(const CollShape& s) { return patterns::regularHierarchy(s).has_value(); }
-
 Result<Schedule> build(const CollShape& s) {
-  auto hier = patterns::regularHierarchy(s);
-  if (!hier)
-    return invalidArgument(
-        "reducescatter hierarchical: needs hostOf with equal groups (nranks={})", s.nranks);
+  TUTTI_TRY_ASSIGN(const patterns::Hierarchy hier, patterns::requireHierarchy(s, "reducescatter hierarchical"));
   ScheduleBuilder b(s);
   const size_t c = s.count;
-  const int H = hier->groups, L = hier->perGroup, g = hier->group, li = hier->local;
-  const auto& members = hier->members;
+  const int H = hier.groups, L = hier.perGroup, g = hier.group, li = hier.local;
+  const auto& members = hier.members;
   auto at = [&](int rank) { return static_cast<size_t>(rank) * c; };  // a rank's input block
 
   // (1) inside the host. Partials of a set alternate between two scratch sets.
@@ -82,7 +77,7 @@ TUTTI_REGISTER_ALGORITHM({.name = "hierarchical",
                           .summary = "ring reduce-scatter inside each host over sets of one "
                                      "block per host, then ring reduce-scatter across hosts "
                                      "among ranks of one local index; several hosts (hostOf)",
-                          .supports = supports,
+                          .supports = patterns::hasRegularHierarchy,
                           .build = build,
                           .priority = 1});
 

@@ -26,8 +26,7 @@ Result<Schedule> build(const CollShape& s) {
     if (lo < wrap && wrap < hi) f(lo, wrap), f(wrap, hi);
     else f(lo, hi);
   };
-  int levels = 0;
-  while ((1 << levels) < n) ++levels;
+  const int levels = patterns::ceilLog2(n);
   const int low = v == 0 ? n : (v & -v), sub = std::min(low, n - v);
   const size_t mine = v != 0 && sub > 1 ? b.scratch(static_cast<size_t>(sub) * c) : 0;
   if (v == 0) b.copy(Buf::kInput, static_cast<size_t>(r) * c, Buf::kOutput, 0, c);

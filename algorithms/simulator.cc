@@ -88,11 +88,15 @@ int destinationOf(const Step& st) { return st.op == Op::kSend ? st.peer : st.sen
 // Where (buffer, offset) of rank s.rank really lives when the call is in place (NCCL's layout:
 // input at output + rank*count for allgather, output at input + rank*count for reducescatter,
 // input == output for allreduce, broadcast and reduce where both exist).
+// Collectives whose in-place form puts input and output in one buffer.
+bool aliasesInPlace(Coll c) {
+  return c == Coll::kAllReduce || c == Coll::kAllGather || c == Coll::kReduceScatter ||
+         c == Coll::kBroadcast || c == Coll::kReduce;
+}
+
 std::pair<int, size_t> resolve(const CollShape& s, Buf b, size_t offset) {
-  const bool aliased = s.coll == Coll::kAllReduce || s.coll == Coll::kAllGather ||
-                       s.coll == Coll::kReduceScatter || s.coll == Coll::kBroadcast ||
-                       s.coll == Coll::kReduce;
-  if (!s.inPlace || !aliased || b == Buf::kScratch) return {static_cast<int>(b), offset};
+  if (!s.inPlace || !aliasesInPlace(s.coll) || b == Buf::kScratch)
+    return {static_cast<int>(b), offset};
   const size_t rankOffset = static_cast<size_t>(s.rank) * s.count;
   if (s.coll == Coll::kReduceScatter)
     return {static_cast<int>(Buf::kInput), b == Buf::kOutput ? offset + rankOffset : offset};
@@ -253,9 +257,7 @@ class Sim {
     s.rank = shape_.root;
     const size_t in = bufferCount(s, Buf::kInput) * elemBytes_;
     const size_t out = bufferCount(s, Buf::kOutput) * elemBytes_;
-    const bool aliased = shape_.inPlace && shape_.coll != Coll::kAllToAll &&
-                         shape_.coll != Coll::kGather && shape_.coll != Coll::kScatter &&
-                         shape_.coll != Coll::kSendRecv;
+    const bool aliased = shape_.inPlace && aliasesInPlace(shape_.coll);
     const double F = static_cast<double>(aliased ? std::max(in, out) : in + out);
     if (F <= static_cast<double>(c)) return 1.0;
     return F / (static_cast<double>(c) + (F - static_cast<double>(c)) / f);
