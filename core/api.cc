@@ -243,6 +243,29 @@ Status Communicator::recv(void* buf, size_t count, DataType dtype, int peer) {
   a.recvPeer = peer;
   return impl_->run(a);
 }
+Result<int> Communicator::recvAny(void* buf, size_t count, DataType dtype,
+                                  std::span<const int> peers) {
+  TUTTI_COMM_OR_FAIL("recvAny");
+  constexpr const char* kApi = "recvAny";
+  const int rank = impl_->rank(), nranks = impl_->size();
+  if (peers.empty())
+    return invalidArgument("{}: peers is empty (give the ranks that may send; rank={})", kApi,
+                           rank);
+  for (size_t i = 0; i < peers.size(); ++i) {
+    Status s = checkPeer(kApi, "peer", peers[i], rank, nranks);
+    if (s.isOk() && peers[i] == rank)
+      s = invalidArgument("{}: peer {} is this rank (a rank cannot receive from itself here)",
+                          kApi, peers[i]);
+    if (!s.isOk()) return atIndex(s, kApi, "peers", i);
+  }
+  if (isValid(dtype) && count * dataTypeBytes(dtype) == 0)
+    return invalidArgument("{}: a message of 0 bytes cannot be received from any source: nothing "
+                           "arrives that tells the sender (count={}, rank={})",
+                           kApi, count, rank);
+  CallArgs a = makeArgs(kApi, Coll::kSendRecv, nullptr, buf, count, dtype, RedOp::kSum, 0);
+  a.recvPeer = peers[0];
+  return impl_->recvAny(a, peers);
+}
 Status Communicator::sendRecv(const void* send, int sendPeer, void* recv, int recvPeer,
                               size_t count, DataType dtype) {
   TUTTI_COMM_OR_FAIL("sendRecv");

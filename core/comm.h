@@ -74,6 +74,10 @@ class CommImpl final : public DeviceOwner {
   Status runOnStream(const CallArgs& args, void* stream);
   /// Checks the arguments, then queues the call for the progress thread.
   Result<Work> runAsync(const CallArgs& args);
+  /// Communicator::recvAny: `args` is a receive from peers[0] (the peers were checked); checks
+  /// the rest, waits for the first of `peers` with an incoming message (waitForIncoming), then
+  /// receives it from that peer as run() would. Returns the peer.
+  Result<int> recvAny(CallArgs args, std::span<const int> peers);
 
   /// Runs a plan the caller built (the NCCL layer's grouped send/recv, whose steps address user
   /// buffers by byte offset from `input`/`output`) on this thread after any queued asynchronous
@@ -163,6 +167,7 @@ class CommImpl final : public DeviceOwner {
   ExecContext exec_;
   std::atomic<bool> abort_{false};
   uint64_t seq_ = 0;  // collectives issued (the API's sequence number)
+  size_t anyTurn_ = 0;  // recvAny's scan starts here (peers take turns)
 
   PlanCache plans_;  // cleared whenever an override changes (execMu_)
   // Stream-ordered calls on device memory (core/stream_calls.cc): created at the first one.

@@ -15,6 +15,7 @@
 #include "base/strings.h"
 #include "core/comm.h"
 #include "core/huge_pages.h"
+#include "core/wait.h"
 
 namespace tutti::detail {
 
@@ -391,6 +392,25 @@ Status CommImpl::runChecked(const CallArgs& a) {
   if (progress_->pending() != 0) drainQueue();
   std::lock_guard<std::mutex> lock(execMu_);
   return execute(a, inPlace);
+}
+
+Result<int> CommImpl::recvAny(CallArgs a, std::span<const int> peers) {
+  TUTTI_TRY(failed());
+  bool inPlace = false;
+  TUTTI_TRY(check(a, &inPlace));
+  drainQueue();
+  std::lock_guard<std::mutex> lock(execMu_);
+  if (!healthy()) TUTTI_TRY(failed());
+  Result<int> from = waitForIncoming(exec_, peers, anyTurn_++, "recvAny");
+  if (!from) {
+    if (from.status().code() == Code::kInvalidArgument ||
+        from.status().code() == Code::kInvalidUsage)
+      return from.status();
+    return callFailed(Coll::kSendRecv, from.status());
+  }
+  a.recvPeer = from.value();
+  TUTTI_TRY(execute(a, inPlace));
+  return from.value();
 }
 
 Result<Work> CommImpl::runAsync(const CallArgs& a) {

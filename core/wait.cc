@@ -10,6 +10,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <string>
+
+#include <fmt/format.h>
 
 namespace tutti {
 
@@ -96,6 +99,59 @@ Status blockOnPeers(ExecContext& ctx, std::span<const int> peers) {
   }
   ctx.doorbellOwner->setSleeping(false);
   return Status::ok();
+}
+
+Result<int> waitForIncoming(ExecContext& ctx, std::span<const int> peers, size_t start,
+                            std::string_view what) {
+  using Clock = std::chrono::steady_clock;
+  const size_t n = peers.size();
+  SpinWait wait(ctx);
+  Clock::time_point begin{}, lastCheck{};
+  auto named = [&](const Status& s) {
+    return Status(s.code(), fmt::format("{} on rank {}: {}", what, ctx.rank, s.message()));
+  };
+  for (;;) {
+    for (size_t i = 0; i < n; ++i) {
+      const int peer = peers[(start + i) % n];
+      transport::Connection* c = ctx.conns[peer];
+      if (Status s = c->progress(); !s.isOk()) return named(s);  // sends in flight move on
+      Result<bool> pending = c->incomingPending();
+      if (!pending) return named(pending.status());
+      if (pending.value()) {
+        wait.ended();
+        return peer;
+      }
+    }
+    if (wait.pass()) continue;
+    if (ctx.abort && ctx.abort->load(std::memory_order_relaxed))
+      return invalidUsage("{}: aborted (rank {})", what, ctx.rank);
+    const auto now = Clock::now();
+    if (begin == Clock::time_point{}) begin = lastCheck = now;
+    if (now - lastCheck > std::chrono::milliseconds(100)) {
+      lastCheck = now;
+      for (int peer : peers)
+        if (Status s = ctx.conns[peer]->checkPeer(); !s.isOk()) return named(s);
+      if (ctx.timeout.count() > 0 && now - begin > ctx.timeout) {
+        std::string from;
+        for (int peer : peers)
+          from += fmt::format("{}{}", from.empty() ? "" : ", ", peer);
+        return timeoutError("{}: timed out after {} ms on rank {}: no message arrived from any "
+                            "of ranks {}",
+                            what, ctx.timeout.count(), ctx.rank, from);
+      }
+    }
+    // Sockets: poll them for input; shared memory only: the doorbell (blockOnPeers).
+    pollfd fds[64];
+    nfds_t nfds = 0;
+    for (int peer : peers) {
+      const transport::Connection* c = ctx.conns[peer];
+      if (c->pollFd() >= 0 && nfds < 64) fds[nfds++] = {c->pollFd(), POLLIN, 0};
+    }
+    if (nfds > 0)
+      poll(fds, nfds, 1);
+    else if (Status s = blockOnPeers(ctx, peers); !s.isOk())
+      return named(s);
+  }
 }
 
 }  // namespace tutti

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <span>
+#include <string_view>
 
 #include "base/status.h"
 #include "core/engine.h"
@@ -69,5 +70,15 @@ class SpinWait {
 /// progress pass, so that a wake-up published before the sleep is not missed), else 50 us.
 /// Returns a connection's progress error unchanged.
 Status blockOnPeers(ExecContext& ctx, std::span<const int> peers);
+
+/// Waits until one of `peers` has begun sending a message this rank has not posted a receive
+/// for (Connection::incomingPending) and returns that peer; nothing is consumed. The scan starts
+/// at peers[start % size] so that repeated waits can take turns. Spins, yields, then blocks (poll
+/// on sockets, the shm doorbell, or a short sleep), checking every 100 ms of waiting that the
+/// peers are alive and that ctx.timeout has not passed. Errors: InvalidUsage when aborted or when
+/// a peer's transport cannot probe, RemoteError naming a peer that died or closed, Timeout naming
+/// `what` and the peers waited for. Every connection of `peers` must have no receive in flight.
+Result<int> waitForIncoming(ExecContext& ctx, std::span<const int> peers, size_t start,
+                            std::string_view what);
 
 }  // namespace tutti

@@ -84,6 +84,15 @@ class Connection {
   /// Cheap liveness check used while idle (e.g. the peer process still exists). RemoteError when
   /// the peer is gone.
   virtual Status checkPeer() { return Status::ok(); }
+  /// A probe for receives from any source: whether bytes of a message that this side has not
+  /// posted a receive for have arrived from the peer. Nothing is consumed: the next postRecv
+  /// receives them. Meaningful only while every posted receive is done; a zero-byte message moves
+  /// nothing and is never seen. InvalidUsage where the transport cannot tell (the default);
+  /// RemoteError when the peer closed.
+  virtual Result<bool> incomingPending() {
+    return invalidUsage("this transport cannot probe for incoming messages (a receive from any "
+                        "source needs shm or tcp)");
+  }
 
   /// Bytes moved so far in each direction (for hang reports and stats).
   uint64_t bytesSent = 0;

@@ -145,6 +145,19 @@ class TUTTI_API Communicator {
   /// paired by a recv in the same rank through sendRecv.
   Status send(const void* buf, size_t count, DataType dtype, int peer);
   Status recv(void* buf, size_t count, DataType dtype, int peer);
+  /// Receives one message of `count` elements of `dtype` into `buf` from whichever rank of
+  /// `peers` began sending first, and returns that rank (MPI_Recv with MPI_ANY_SOURCE; what
+  /// torch.distributed's recv without src asks for). The sender uses send() (or a send of
+  /// sendRecvGroup) with the same count and dtype; messages from one rank still arrive in their
+  /// order. The probe looks at the next bytes each peer sent this rank, whatever call sent them:
+  /// on a communicator that also runs collectives, a peer already inside a later collective
+  /// would be taken for the sender, so receive from any source on a communicator that carries
+  /// only send/recv (the torch backend keeps one of its own for them). Errors: InvalidArgument
+  /// for an empty `peers`, a peer outside [0, size()) or equal to this rank (naming its index),
+  /// a message of 0 bytes (nothing arrives that could be seen), or a bad buf or dtype, nothing
+  /// received; InvalidUsage when a peer is reached over a transport that cannot probe (shm and
+  /// tcp can); RemoteError naming a peer that died; Timeout naming the ranks waited for.
+  Result<int> recvAny(void* buf, size_t count, DataType dtype, std::span<const int> peers);
   /// Sends `send` to sendPeer and receives into `recv` from recvPeer concurrently (no deadlock in a
   /// ring exchange).
   Status sendRecv(const void* send, int sendPeer, void* recv, int recvPeer, size_t count,

@@ -17,6 +17,7 @@ namespace tutti::torch_backend {
 namespace {
 
 constexpr const char* kUidKey = "tutti_unique_id";
+constexpr const char* kP2pUidKey = "tutti_p2p_unique_id";
 
 c10::DistBackendError backendError(std::string msg) {
   return c10::DistBackendError(c10::SourceLocation{__func__, __FILE__, __LINE__}, std::move(msg));
@@ -50,6 +51,34 @@ void checkRootList(const char* api, const char* rootArg, int root, int rank, int
                       "' must be empty on ranks other than ", rootArg, " ", root,
                       " (this is rank ", rank, ")");
   }
+}
+
+// One communicator of the group: rank 0 creates a fresh UniqueId and publishes it under `key`,
+// the others read it, every rank joins. `what` names it in errors.
+Communicator joinGroup(c10d::Store& store, const char* key, int rank, int size,
+                       const tutti::Options& options, const char* what) {
+  UniqueId id;
+  if (rank == 0) {
+    // A fresh root: every group's rank 0 binding the launcher's TUTTI_COMM_ID would collide.
+    Result<UniqueId> r = createFreshUniqueId();
+    if (!r)
+      throw backendError(c10::str("tutti: creating the group's ", what, " UniqueId failed: ",
+                                  r.status().message()));
+    id = r.value();
+    store.set(key, std::vector<uint8_t>(id.bytes.begin(), id.bytes.end()));
+  } else {
+    std::vector<uint8_t> b = store.get(key);
+    if (b.size() != id.bytes.size())
+      throw backendError(c10::str("tutti: the store's ", key, " has ", b.size(),
+                                  " bytes, expected ", id.bytes.size()));
+    std::memcpy(id.bytes.data(), b.data(), b.size());
+  }
+  Result<Communicator> c = Communicator::create(id, rank, size, options);
+  if (!c)
+    throw backendError(c10::str("tutti: joining the process group's ", what,
+                                " communicator failed (rank ", rank, " of ", size,
+                                "): ", c.status().message()));
+  return std::move(c.value());
 }
 
 }  // namespace
@@ -86,6 +115,13 @@ bool TuttiWork::wait(std::chrono::milliseconds timeout) {
   return true;
 }
 
+int TuttiWork::sourceRank() const {
+  const int r = sourceRank_.load();
+  TORCH_CHECK(r >= 0, "tutti ", opName_, " (sequence number ", seq_,
+              "): sourceRank() is known only for a receive that completed");
+  return r;
+}
+
 void TuttiWork::complete(std::exception_ptr error) {
   finish(error);
   if (error)
@@ -99,27 +135,10 @@ void TuttiWork::complete(std::exception_ptr error) {
 ProcessGroupTutti::ProcessGroupTutti(const c10::intrusive_ptr<c10d::Store>& store, int rank,
                                      int size, std::chrono::milliseconds timeout)
     : c10d::Backend(rank, size), timeoutMs_(timeout.count() > 0 ? timeout.count() : 0) {
-  UniqueId id;
-  if (rank == 0) {
-    // A fresh root: every group's rank 0 binding the launcher's TUTTI_COMM_ID would collide.
-    Result<UniqueId> r = createFreshUniqueId();
-    if (!r) throw backendError("tutti: creating the group's UniqueId failed: " + r.status().message());
-    id = r.value();
-    store->set(kUidKey, std::vector<uint8_t>(id.bytes.begin(), id.bytes.end()));
-  } else {
-    std::vector<uint8_t> b = store->get(kUidKey);
-    if (b.size() != id.bytes.size())
-      throw backendError(c10::str("tutti: the store's ", kUidKey, " has ", b.size(),
-                                  " bytes, expected ", id.bytes.size()));
-    std::memcpy(id.bytes.data(), b.data(), b.size());
-  }
   tutti::Options options;
   options.timeout = std::chrono::milliseconds(timeoutMs_.load());
-  Result<Communicator> c = Communicator::create(id, rank, size, options);
-  if (!c)
-    throw backendError(c10::str("tutti: joining the process group failed (rank ", rank, " of ",
-                                size, "): ", c.status().message()));
-  comm_ = std::move(c.value());
+  comm_ = joinGroup(*store, kUidKey, rank, size, options, "collective");
+  p2pComm_ = joinGroup(*store, kP2pUidKey, rank, size, options, "send/recv");
   worker_ = std::thread([this] { workerLoop(); });
 }
 
@@ -130,6 +149,7 @@ ProcessGroupTutti::~ProcessGroupTutti() {
   if (Py_IsInitialized() && PyGILState_Check()) saved = PyEval_SaveThread();
   stop(/*drainFirst=*/true);
   comm_ = Communicator();
+  p2pComm_ = Communicator();
   if (saved) PyEval_RestoreThread(saved);
 }
 
@@ -139,6 +159,7 @@ void ProcessGroupTutti::setTimeout(std::chrono::milliseconds timeout) {
 
 void ProcessGroupTutti::abort() {
   comm_.abort();
+  p2pComm_.abort();
   stop(/*drainFirst=*/false);
 }
 
@@ -174,7 +195,10 @@ c10::intrusive_ptr<TuttiWork> ProcessGroupTutti::makeWork(c10d::OpType type, con
                                                           std::vector<at::Tensor> outputs) {
   return c10::make_intrusive<TuttiWork>(rank_, type, opName, ++seq_, std::move(outputs),
                                         std::chrono::milliseconds(timeoutMs_.load()),
-                                        [this] { comm_.abort(); });
+                                        [this] {
+                                          comm_.abort();
+                                          p2pComm_.abort();
+                                        });
 }
 
 void ProcessGroupTutti::submit(const c10::intrusive_ptr<TuttiWork>& work, bool async, Body body) {
@@ -675,17 +699,21 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::pointToPoint(bool send, const 
     if (!send) coalescing_->work->addOutput(t);
     return coalescing_->work;
   }
+  // The bodies run on p2pComm_, not on the collectives' communicator they are handed.
   if (send)
-    return enqueue(c10d::OpType::SEND, "send", {t}, /*async=*/true, [t, peer](Communicator& c) {
+    return enqueue(c10d::OpType::SEND, "send", {t}, /*async=*/true, [this, t, peer](Communicator&) {
       Staged s = Staged::input(t);
-      return c.send(s.data(), s.bytes(), DataType::kUint8, peer);
+      return p2pComm_.send(s.data(), s.bytes(), DataType::kUint8, peer);
     });
-  return enqueue(c10d::OpType::RECV, "recv", {t}, /*async=*/true, [t, peer](Communicator& c) {
+  auto work = makeWork(c10d::OpType::RECV, "recv", {t});
+  work->setSourceRank(peer);
+  submit(work, /*async=*/true, [this, t, peer](Communicator&) {
     Staged s = Staged::output(t);
-    Status st = c.recv(s.data(), s.bytes(), DataType::kUint8, peer);
+    Status st = p2pComm_.recv(s.data(), s.bytes(), DataType::kUint8, peer);
     if (st.isOk()) s.writeBack();
     return st;
   });
+  return work;
 }
 
 void ProcessGroupTutti::startCoalescing() {
@@ -700,7 +728,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::endCoalescing() {
   Coalesced group = std::move(*coalescing_);
   coalescing_.reset();
   submit(group.work, /*async=*/true,
-         [tensors = std::move(group.tensors), ops = std::move(group.ops)](Communicator& c) {
+         [this, tensors = std::move(group.tensors), ops = std::move(group.ops)](Communicator&) {
            std::vector<Staged> staged;
            staged.reserve(tensors.size());
            std::vector<Communicator::PeerTransfer> transfers;
@@ -710,7 +738,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::endCoalescing() {
              transfers.push_back({send, staged.back().data(), staged.back().bytes(),
                                   DataType::kUint8, peer});
            }
-           Status st = c.sendRecvGroup(transfers);
+           Status st = p2pComm_.sendRecvGroup(transfers);
            if (st.isOk())
              for (size_t i = 0; i < staged.size(); ++i)
                if (!ops[i].first) staged[i].writeBack();
@@ -719,10 +747,33 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::endCoalescing() {
   return group.work;
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::recvAnysource(std::vector<at::Tensor>&, int) {
-  throw c10::NotImplementedError(
-      c10::SourceLocation{__func__, __FILE__, __LINE__},
-      "tutti recv: receiving from any source (src=None) is not supported; pass src=<rank>");
+c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::recvAnysource(std::vector<at::Tensor>& tensors,
+                                                                int /*tag*/) {
+  const char* api = "recv";
+  checkCount(api, "tensors", tensors.size(), 1);
+  checkCpu(api, "tensor", tensors[0]);
+  TORCH_CHECK_VALUE(size_ > 1, "tutti ", api, ": src=None in a group of one rank: there is no "
+                    "other rank to receive from");
+  TORCH_CHECK_VALUE(nbytes(tensors[0]) > 0, "tutti ", api, ": src=None with an empty tensor (",
+                    tensors[0].numel(), " elements): a message of no bytes cannot be seen "
+                    "arriving; pass src=<rank>");
+  TORCH_CHECK_VALUE(!coalescing_, "tutti ", api, ": src=None cannot join a coalesced group "
+                    "(batch_isend_irecv needs a peer for every receive)");
+  at::Tensor t = tensors[0];
+  auto work = makeWork(c10d::OpType::RECVANYSOURCE, "recv (any source)", {t});
+  TuttiWork* w = work.get();  // the queue holds the Work until its body has run
+  submit(work, /*async=*/true, [this, t, w](Communicator&) {
+    std::vector<int> peers;
+    for (int q = 0; q < size_; ++q)
+      if (q != rank_) peers.push_back(q);
+    Staged s = Staged::output(t);
+    Result<int> from = p2pComm_.recvAny(s.data(), s.bytes(), DataType::kUint8, peers);
+    if (!from) return from.status();
+    w->setSourceRank(from.value());
+    s.writeBack();
+    return Status::ok();
+  });
+  return work;
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::barrier(const c10d::BarrierOptions& opts) {

@@ -1,7 +1,9 @@
 // File: python/torch_backend/process_group.h
 // ProcessGroupTutti: a c10d::Backend (torch.distributed's process-group plugin interface) that
-// runs every collective and send/recv of one process group over one tutti::Communicator, on CPU
-// tensors. Calls return at once with a TuttiWork; a worker thread owned by the backend runs them
+// runs the collectives of one process group over one tutti::Communicator and its send/recv over a
+// second one, on CPU tensors. Point-to-point traffic has a communicator of its own so that a
+// receive from any source (recv without src) can tell a sender by the bytes waiting from it: on
+// a shared one, a peer already inside a later collective would look like a sender. Calls return at once with a TuttiWork; a worker thread owned by the backend runs them
 // in issue order (a Communicator serves one thread at a time) and completes each Work and its
 // Future. Argument errors are raised by the call itself, before anything is queued.
 #pragma once
@@ -40,6 +42,11 @@ class TuttiWork : public c10d::Work {
   std::vector<at::Tensor> result() override { return outputs_; }
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
   uint64_t getSequencenumber() const override { return seq_; }
+  /// The rank a receive got its message from (torch's recv without src returns it); raises for
+  /// other calls, and before a receive from any source completed.
+  int sourceRank() const override;
+  /// Worker thread only, before complete(): the receive's source rank.
+  void setSourceRank(int rank) { sourceRank_.store(rank); }
   /// CPU only: nothing to synchronise with.
   void synchronize() override {}
 
@@ -59,13 +66,14 @@ class TuttiWork : public c10d::Work {
   std::chrono::milliseconds defaultTimeout_;
   std::function<void()> onTimeout_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
+  std::atomic<int> sourceRank_{-1};
 };
 
 class ProcessGroupTutti : public c10d::Backend {
  public:
   /// Joins the group: rank 0 creates a tutti UniqueId and publishes it in `store` (which torch
-  /// prefixes per group), the others read it; then every rank creates the Communicator. Blocks
-  /// until all ranks joined. `timeout` becomes the communicator's collective timeout.
+  /// prefixes per group), the others read it; then every rank creates the Communicator; the same
+  /// again for the send/recv communicator. Blocks until all ranks joined. `timeout` becomes the communicator's collective timeout.
   /// DistBackendError when the rendezvous fails (naming the ranks that did not arrive).
   ProcessGroupTutti(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                     std::chrono::milliseconds timeout);
@@ -125,6 +133,9 @@ class ProcessGroupTutti : public c10d::Backend {
                                       int tag) override;
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int srcRank,
                                       int tag) override;
+  /// recv without src: the first message to arrive from any other rank of the group
+  /// (Communicator::recvAny on the send/recv communicator); Work::sourceRank() names the sender.
+  /// ValueError for an empty tensor (a message of no bytes cannot be seen arriving).
   c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors,
                                                int tag) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
@@ -167,7 +178,8 @@ class ProcessGroupTutti : public c10d::Backend {
   /// Stops the worker after the queue drained (drainFirst) or failing what is queued.
   void stop(bool drainFirst);
 
-  Communicator comm_;
+  Communicator comm_;     ///< collectives
+  Communicator p2pComm_;  ///< send, recv, recvAnysource and coalesced send/recv groups
   std::atomic<uint64_t> seq_{0};
   std::atomic<int64_t> timeoutMs_;
 

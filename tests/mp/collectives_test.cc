@@ -402,6 +402,74 @@ TEST_CASE("sendRecvGroup: every rank sends 4 MiB to every peer before it receive
   });
 }
 
+TEST_CASE("recvAny: each message from whichever rank sends first, per-sender order kept", "[mp]") {
+  const std::string transport = GENERATE("shm", "tcp");
+  // Rank 0 receives from any of the others; sizes cover an inline message, one through the byte
+  // ring, and one larger than the ring (shm's default ring is 1 MiB).
+  runOnRanks(4, transport, [](Communicator& c) {
+    const int n = c.size(), r = c.rank();
+    const std::vector<int> others = [&] {
+      std::vector<int> v;
+      for (int q = 1; q < n; ++q) v.push_back(q);
+      return v;
+    }();
+    auto value = [](int sender, int msg, size_t i) {
+      return static_cast<int32_t>(sender * 1000003 + msg * 7919 + i);
+    };
+    for (const size_t count : {size_t{16}, size_t{25000}, size_t{600000}}) {
+      constexpr int kPerSender = 2;
+      if (r != 0) {
+        std::vector<int32_t> buf(count);
+        for (int m = 0; m < kPerSender; ++m) {
+          for (size_t i = 0; i < count; ++i) buf[i] = value(r, m, i);
+          TUTTI_CHILD_CHECK(c.send(buf.data(), count, DataType::kInt32, 0).isOk());
+        }
+        // Into the barrier only once rank 0 has received everything: its probe would take this
+        // rank's barrier message for a send (recvAny's documented limit).
+        int token = 0;
+        TUTTI_CHILD_CHECK(c.recv(&token, 1, DataType::kInt32, 0).isOk() && token == 1);
+      } else {
+        std::vector<int> got(n, 0);  // messages received per sender, in order
+        for (int k = 0; k < kPerSender * (n - 1); ++k) {
+          std::vector<int32_t> buf(count, -1);
+          Result<int> from = c.recvAny(buf.data(), count, DataType::kInt32, others);
+          TUTTI_CHILD_CHECK(from.isOk());
+          const int q = from.value();
+          TUTTI_CHILD_CHECK(q >= 1 && q < n && got[q] < kPerSender);
+          for (size_t i = 0; i < count; i += 997)
+            TUTTI_CHILD_CHECK(buf[i] == value(q, got[q], i));
+          TUTTI_CHILD_CHECK(buf[count - 1] == value(q, got[q], count - 1));
+          ++got[q];
+        }
+        for (int q = 1; q < n; ++q) TUTTI_CHILD_CHECK(got[q] == kPerSender);
+        const int token = 1;
+        for (int q = 1; q < n; ++q)
+          TUTTI_CHILD_CHECK(c.send(&token, 1, DataType::kInt32, q).isOk());
+      }
+      TUTTI_CHILD_CHECK(c.barrier().isOk());
+    }
+    // Bad arguments: refused, naming the argument, nothing received.
+    std::vector<int32_t> untouched(8, 5);
+    Status s = c.recvAny(untouched.data(), 8, DataType::kInt32, {}).status();
+    TUTTI_CHILD_CHECK(s.code() == Code::kInvalidArgument &&
+                      s.message().find("peers is empty") != std::string::npos);
+    const std::vector<int> self = {(r + 1) % n, r};
+    s = c.recvAny(untouched.data(), 8, DataType::kInt32, self).status();
+    TUTTI_CHILD_CHECK(s.code() == Code::kInvalidArgument &&
+                      s.message().find("peers[1]") != std::string::npos);
+    const std::vector<int> outside = {n + 3};
+    s = c.recvAny(untouched.data(), 8, DataType::kInt32, outside).status();
+    TUTTI_CHILD_CHECK(s.code() == Code::kInvalidArgument &&
+                      s.message().find(std::to_string(n + 3)) != std::string::npos);
+    s = c.recvAny(untouched.data(), 0, DataType::kInt32, std::vector<int>{(r + 1) % n}).status();
+    TUTTI_CHILD_CHECK(s.code() == Code::kInvalidArgument &&
+                      s.message().find("0 bytes") != std::string::npos);
+    TUTTI_CHILD_CHECK(untouched == std::vector<int32_t>(8, 5));
+    TUTTI_CHILD_CHECK(c.barrier().isOk());
+    return 0;
+  });
+}
+
 TEST_CASE("stream-ordered calls on host memory run after the stream, as the blocking calls", "[mp]") {
   // No stream (nullptr) and host buffers: every overload taking a stream runs the blocking call;
   // the same calls on device memory are tests/gpu/cpp_stream_test.cc.

@@ -129,4 +129,46 @@ TEST_CASE("a rank killed at a random point: every survivor fails naming it, none
   }
 }
 
+TEST_CASE("recvAny: a dead sender fails the wait naming it, a silent one times out", "[mp]") {
+  const std::string transport = GENERATE("shm", "tcp");
+  for (const bool kill : {true, false}) {
+    INFO("transport=" << transport << (kill ? " (sender killed)" : " (sender silent)"));
+    launch::LaunchOptions opts;
+    opts.nranks = 2;
+    opts.timeout = std::chrono::seconds(60);
+    opts.failFastGrace = std::chrono::seconds(30);
+    opts.env = {{"TUTTI_TRANSPORTS", transport},
+                {"TUTTI_TIMEOUT", "2"},
+                {"TUTTI_BOOTSTRAP_TIMEOUT", "30"}};
+    auto outcomes = launch::runRanks(opts, [&](int rank, int) -> int {
+      auto c = Communicator::fromEnvironment();
+      TUTTI_CHILD_CHECK(c.isOk());
+      TUTTI_CHILD_CHECK(c->barrier().isOk());
+      if (rank == 1) {
+        if (kill) raise(SIGKILL);
+        std::this_thread::sleep_for(std::chrono::seconds(4));  // sends nothing
+        return 0;
+      }
+      float x = -1.f;
+      const auto t0 = Clock::now();
+      Status st = c->recvAny(&x, 1, DataType::kFloat32, std::vector<int>{1}).status();
+      std::fprintf(stderr, "rank 0: %s\n", st.toString().c_str());
+      TUTTI_CHILD_CHECK(st.code() == (kill ? Code::kRemoteError : Code::kTimeout));
+      TUTTI_CHILD_CHECK(st.message().find("recvAny") != std::string::npos);
+      TUTTI_CHILD_CHECK(st.message().find(kill ? "rank 1 (" : "ranks 1") != std::string::npos);
+      TUTTI_CHILD_CHECK(Clock::now() - t0 < std::chrono::seconds(kill ? 2 : 4));
+      TUTTI_CHILD_CHECK(x == -1.f);
+      return 0;
+    });
+    bool ok = true;
+    for (const auto& o : outcomes) {
+      if (o.rank == 1 && kill) ok = ok && o.signal == SIGKILL;
+      else ok = ok && o.exited && o.exitCode == 0;
+    }
+    if (!ok)
+      for (const auto& o : outcomes) UNSCOPED_INFO(launch::describe(o) << "\n" << o.output);
+    REQUIRE(ok);
+  }
+}
+
 }  // namespace tutti::test

@@ -254,6 +254,26 @@ def job_collectives():
     if n % 2 == 0:
         compare("send/recv ring", fp2p, torch.full((8,), float((r - 1) % n)))
 
+    def fany(g):
+        # recv without src: rank 0 takes two messages from every other rank in whatever order
+        # they arrive (per sender in order); the senders go straight on to an all_reduce, whose
+        # traffic reaches rank 0 while it still receives and must not be taken for a message.
+        got = {}
+        if r == 0:
+            for _ in range(2 * (n - 1)):
+                t = torch.empty(5, dtype=torch.int64)
+                src = dist.recv(t, group=g)
+                got.setdefault(src, []).append(t)
+        else:
+            for m in range(2):
+                dist.send(torch.arange(5, dtype=torch.int64) + 100 * r + 10 * m, 0, group=g)
+        x = torch.full((3,), float(r))
+        dist.all_reduce(x, group=g)
+        return [t for src in sorted(got) for t in got[src]] + [x]
+    any_ref = [torch.arange(5, dtype=torch.int64) + 100 * k + 10 * m
+               for k in range(1, n) for m in range(2)] if r == 0 else []
+    compare("recv from any source", fany, any_ref + [torch.full((3,), float(sum(range(n))))])
+
     def fbatch(g):
         # batch_isend_irecv: every rank sends 4 MiB to every peer before it receives (as
         # separate blocking sends this would wait forever), plus a small message each way.
@@ -397,7 +417,8 @@ def job_errors():
     if any(not torch.equal(o, torch.zeros(3)) for o in outs):
         fail("allgather changed an output")
     expect(ValueError, ["src", "7"], lambda: pg.broadcast(y, 7), "broadcast root out of range")
-    expect(NotImplementedError, ["any source"], lambda: dist.recv(y), "recv from any source")
+    expect(ValueError, ["src=None", "empty"], lambda: dist.recv(torch.empty(0)),
+           "recv from any source into an empty tensor")
     # Everything still works after the refused calls.
     z = torch.ones(3)
     dist.all_reduce(z)

@@ -265,6 +265,15 @@ class ShmConnection final : public Connection {
   uint64_t sendsDone() const override { return sendsDone_; }
   uint64_t recvsDone() const override { return recvsDone_; }
 
+  // Either ring holds unread bytes: the next inline line's flag is set, or the byte ring's head
+  // (written by the sender after the data) is past what was consumed.
+  Result<bool> incomingPending() override {
+    const std::byte* line = inLines_ + (inlineRecvd_ & (kInlineLines - 1)) * kLine;
+    if (__atomic_load_n(flagOf(const_cast<std::byte*>(line)), __ATOMIC_ACQUIRE) == inlineRecvd_ + 1)
+      return true;
+    return in_->head.load(std::memory_order_acquire) > recvPos_;
+  }
+
   Status checkPeer() override {
     if (peerPid_ > 0 && !processAlive(peerPid_))
       return remoteError("shm: rank {} (pid {}, host {}) is gone (rank={}, peer={})", peer_,

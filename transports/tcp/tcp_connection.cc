@@ -51,6 +51,20 @@ class Stream {
   uint64_t recvsPosted() const { return recvsPosted_; }
   uint64_t sendsDone() const { return sendsDone_; }
   uint64_t recvsDone() const { return recvsDone_; }
+  /// Whether unread bytes wait in the socket (a peek: nothing is consumed).
+  Result<bool> bytesWaiting() const {
+    while (true) {
+      std::byte b;
+      const ssize_t n = ::recv(fd_.get(), &b, 1, MSG_PEEK | MSG_DONTWAIT);
+      if (n > 0) return true;
+      if (n == 0) return closedByPeer(0);
+      const int err = errno;
+      if (err == EINTR) continue;
+      if (err == EAGAIN || err == EWOULDBLOCK) return false;
+      if (err == ECONNRESET || err == EPIPE) return closedByPeer(err);
+      return ioError("recv(MSG_PEEK)", err);
+    }
+  }
   bool sendsPending() const { return !sends_.empty(); }
   bool recvsPending() const { return !recvs_.empty(); }
   int fd() const { return fd_.get(); }
@@ -294,6 +308,19 @@ class TcpConnection final : public Connection {
 
   uint64_t sendsDone() const override { return sendsDone_; }
   uint64_t recvsDone() const override { return recvsDone_; }
+  // A large message may start on any socket (striping): any of them holding bytes counts.
+  Result<bool> incomingPending() override {
+    if (!error_.isOk()) return error_;
+    for (const Stream& st : streams_) {
+      Result<bool> r = st.bytesWaiting();
+      if (!r) {
+        error_ = r.status();
+        return error_;
+      }
+      if (r.value()) return true;
+    }
+    return false;
+  }
   // One socket: poll it directly. Several: an epoll set of them (readable when any is ready),
   // whose interest progress() keeps in step with what each stream waits for.
   int pollFd() const override { return epoll_ ? epoll_.get() : streams_[0].fd(); }
