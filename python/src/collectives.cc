@@ -5,6 +5,7 @@
 // Element counts follow include/tutti/tutti.hpp (NCCL's conventions).
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
 
 #include <string>
 #include <vector>
@@ -325,6 +326,33 @@ void bindCollectives(nb::class_<PyComm>& cls) {
             [](Communicator&) -> Result<Work> { return Work(); });
       },
       nb::arg("out"), nb::arg("peer"));
+
+  cls.def(
+      "recv_any",
+      [](PyComm& c, nb::handle out, std::vector<int> peers) {
+        const char* api = "recv_any";
+        if (peers.empty()) throw nb::value_error("recv_any: 'peers' is empty");
+        for (size_t i = 0; i < peers.size(); ++i) {
+          const std::string arg = "peers[" + std::to_string(i) + "]";
+          checkRank(api, arg.c_str(), peers[i], c);
+          if (peers[i] == c.rank())
+            throw nb::value_error(("recv_any: '" + arg + "' is this rank (" +
+                                   std::to_string(peers[i]) + ")")
+                                      .c_str());
+        }
+        OutBuffer ou = importOutput(api, "out", out);
+        if (ou.count == 0)
+          throw nb::value_error("recv_any: 'out' has 0 bytes: nothing arrives that could tell "
+                                "the sender");
+        Result<int> from = [&] {
+          nb::gil_scoped_release release;
+          std::lock_guard<std::mutex> lock(c.mutex());
+          return c.comm().recvAny(ou.data, ou.count, ou.dtype, peers);
+        }();
+        if (!from) raiseStatus(from.status());
+        return from.value();
+      },
+      nb::arg("out"), nb::arg("peers"));
 
   cls.def(
       "send_recv",

@@ -365,6 +365,21 @@ class Communicator:
         self._c.recv(out, peer)
         return out
 
+    def recv_any(self, out: Array, peers: Optional[Sequence[int]] = None) -> int:
+        """Receives into ``out`` the first message to arrive from any rank of ``peers`` (default:
+        every other rank) and returns the sender's rank (MPI_ANY_SOURCE). Each sender uses
+        ``send`` with the same element count and dtype; one sender's messages arrive in order.
+        Blocking. The receive tells a sender by the bytes waiting from it, whatever call sent
+        them, so use it on a communicator that carries only sends and receives (for example a
+        ``split(0)`` of this one kept for them): a peer already inside a later collective on the
+        same communicator would be taken for a sender. ValueError for an empty ``peers``, a peer
+        out of range or equal to this rank, or an ``out`` of 0 bytes (nothing arrives that could
+        be seen: tutti.InvalidArgumentError, a ValueError); tutti.RemoteError naming a dead
+        sender, tutti.TimeoutError past the timeout."""
+        if peers is None:
+            peers = [q for q in range(self.size) if q != self.rank]
+        return self._c.recv_any(out, [int(q) for q in peers])
+
     def send_recv(self, array: Array, send_peer: int, out: Array, recv_peer: int) -> Array:
         """Sends ``array`` to ``send_peer`` while receiving ``out`` (same count and dtype) from
         ``recv_peer``, concurrently: a ring exchange cannot deadlock. Either peer may be this

@@ -228,6 +228,28 @@ def send_recv_(comm):
     expect_raises(TypeError, ["send_recv_group", "recvs[0]", "(array, peer)"],
                   lambda: comm.send_recv_group([], [keep]))
     check_equal(keep, np.full(4, 7, dtype=np.int32), "send_recv_group's bad input changed nothing")
+    # recv_any on a communicator kept for sends and receives: rank 0 takes one message from
+    # every other rank, in whatever order they arrive, and learns each sender. A sender that was
+    # heard leaves the list: its next bytes are the barrier's below.
+    p2p = comm.split(0)
+    if r == 0:
+        seen, waiting = {}, list(range(1, n))
+        while waiting:
+            buf = np.zeros(300, dtype=np.float32)
+            q = p2p.recv_any(buf, waiting)
+            waiting.remove(q)
+            seen[q] = buf
+        check_equal(np.array(sorted(seen)), np.arange(1, n), "recv_any senders")
+        for q, buf in seen.items():
+            check_equal(buf, data(q, 300, np.float32), f"recv_any from rank {q}")
+    else:
+        p2p.send(data(r, 300, np.float32), 0)
+    expect_raises(ValueError, ["recv_any", "this rank"],
+                  lambda: p2p.recv_any(np.zeros(3, dtype=np.float32), [r]))
+    expect_raises(ValueError, ["recv_any", "0 bytes"],
+                  lambda: p2p.recv_any(np.zeros(0, dtype=np.float32)))
+    p2p.barrier()
+    del p2p
 
 
 def barrier_(comm):
