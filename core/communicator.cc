@@ -401,11 +401,16 @@ Result<int> CommImpl::recvAny(CallArgs a, std::span<const int> peers) {
   drainQueue();
   std::lock_guard<std::mutex> lock(execMu_);
   if (!healthy()) TUTTI_TRY(failed());
+  // Begun as the receive it becomes (execute begins it again), so that hang reports and other
+  // ranks' failure notices reach the wait.
+  diag_.begin(nullptr, Coll::kSendRecv, seq_ + 1, exec_);
   Result<int> from = waitForIncoming(exec_, peers, anyTurn_++, "recvAny");
   if (!from) {
     if (from.status().code() == Code::kInvalidArgument ||
-        from.status().code() == Code::kInvalidUsage)
+        from.status().code() == Code::kInvalidUsage) {  // aborted, or a transport without probe
+      diag_.end();
       return from.status();
+    }
     return callFailed(Coll::kSendRecv, from.status());
   }
   a.recvPeer = from.value();

@@ -61,6 +61,8 @@ class Diagnostics final : public ExecHooks, public hang::Source {
     curColl_.store(static_cast<int>(coll), std::memory_order_relaxed);
     inCall_.store(true, std::memory_order_relaxed);
   }
+  /// A call that began ends without running anything (recvAny refused by its transport).
+  void end() { inCall_.store(false, std::memory_order_relaxed); }
   /// The call ended well: into the statistics (inline: the hot path). `timed`, `k0`: whether
   /// StatsTable::timeThis chose the call, and stats().now() at its start.
   void ok(Plan& plan, bool timed, uint64_t k0, uint64_t bytesMoved) {

@@ -108,6 +108,31 @@ TEST_CASE("SIGUSR1 makes every rank write its hang report", "[mp]") {
   REQUIRE(has(outcomes[1].output, "no operation running"));
 }
 
+TEST_CASE("a receive from any source shows in the hang report and fails when the peer leaves",
+          "[mp]") {
+  auto outcomes = launchRanks(2, {{"TUTTI_HANG_SIGNAL", "1"}}, [](int rank) -> int {
+    auto c = Communicator::fromEnvironment();
+    TUTTI_CHILD_CHECK(c.isOk());
+    TUTTI_CHILD_CHECK(c->barrier().isOk());
+    if (rank == 1) {  // sends nothing
+      std::this_thread::sleep_for(std::chrono::milliseconds(800));
+      kill(0, SIGUSR1);
+      std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+      return 0;
+    }
+    int32_t x = 0;
+    Status s = c->recvAny(&x, 1, DataType::kInt32, std::vector<int>{1}).status();
+    std::fprintf(stderr, "rank 0: %s\n", s.toString().c_str());
+    TUTTI_CHILD_CHECK(s.code() == Code::kRemoteError && has(s.message(), "rank 1"));
+    return 0;
+  });
+  requireAllPassed(outcomes);
+  INFO(outcomes[0].output);
+  REQUIRE(has(outcomes[0].output, "tutti hang report: rank 0/2"));
+  REQUIRE(has(outcomes[0].output, "recvAny: waiting"));
+  REQUIRE(has(outcomes[0].output, "from any of ranks 1"));
+}
+
 TEST_CASE("abort from another thread returns every pending call within 1 s", "[mp]") {
   const std::string transport = GENERATE("shm", "tcp");
   INFO("transport=" << transport);
