@@ -161,27 +161,28 @@ TEST_CASE("simulator: a bandwidth curve is interpolated in log2(bytes) and clamp
 
 TEST_CASE("simulator: the memory term slows every copy of a call whose footprint is beyond the "
           "cache", "[simulator]") {
-  // Ring allreduce on 2 ranks, out of place: footprint F = 2 S per rank. Beyond c, the link
+  // Two-shot allreduce on 2 ranks (two rounds: S/2 each way, then S/2 back), out of place:
+  // footprint F = 2 S per rank. Beyond c, the link
   // bandwidth and the reduction rate are both multiplied by F / (c + (F - c) / f).
   LinkModel m = LinkModel::defaults();
   const Costs c = costs(m);
   const size_t count = 1 << 20;  // S = 4 MiB
   const double S = count * 4.0;
-  auto plain = predictUs(Coll::kAllReduce, "ring", shapeOf(Coll::kAllReduce, 2, count), m);
+  auto plain = predictUs(Coll::kAllReduce, "two_shot", shapeOf(Coll::kAllReduce, 2, count), m);
   if (!plain) return;
   TUTTI_REQUIRE_EXACT(*plain, 2 * c.a + S * c.b + S / 2 * c.g);
   m.footprintCacheBytes = 2 << 20;
   m.footprintStreamFactor = 0.5;
   const double F = 2 * S, cb = 2 << 20;
   const double g = F / (cb + (F - cb) / 0.5);
-  auto slowed = predictUs(Coll::kAllReduce, "ring", shapeOf(Coll::kAllReduce, 2, count), m);
+  auto slowed = predictUs(Coll::kAllReduce, "two_shot", shapeOf(Coll::kAllReduce, 2, count), m);
   TUTTI_REQUIRE_EXACT(*slowed, 2 * c.a + (S * c.b + S / 2 * c.g) / g);
   // In place the footprint is S: the same call fits a cache of S.
-  auto inPlacePlain = predictUs(Coll::kAllReduce, "ring",
+  auto inPlacePlain = predictUs(Coll::kAllReduce, "two_shot",
                                 shapeOf(Coll::kAllReduce, 2, count, true), LinkModel::defaults());
   m.footprintCacheBytes = static_cast<size_t>(S);
   auto inPlace =
-      predictUs(Coll::kAllReduce, "ring", shapeOf(Coll::kAllReduce, 2, count, true), m);
+      predictUs(Coll::kAllReduce, "two_shot", shapeOf(Coll::kAllReduce, 2, count, true), m);
   TUTTI_REQUIRE_EXACT(*inPlace, *inPlacePlain);
   // Rooted: the root's buffers count on every rank, so all ranks predict alike.
   CollShape gather = shapeOf(Coll::kGather, 4, count / 4, false, 2);
