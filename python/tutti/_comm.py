@@ -374,8 +374,8 @@ class Communicator:
         ``split(0)`` of this one kept for them): a peer already inside a later collective on the
         same communicator would be taken for a sender. ValueError for an empty ``peers``, a peer
         out of range or equal to this rank, or an ``out`` of 0 bytes (nothing arrives that could
-        be seen: tutti.InvalidArgumentError, a ValueError); tutti.RemoteError naming a dead
-        sender, tutti.TimeoutError past the timeout."""
+        name the sender), nothing received; tutti.RemoteError naming a dead sender,
+        tutti.TimeoutError past the communicator's timeout."""
         if peers is None:
             peers = [q for q in range(self.size) if q != self.rank]
         return self._c.recv_any(out, [int(q) for q in peers])
