@@ -10,9 +10,9 @@
 
 #include <algorithm>
 #include <chrono>
-#include <string>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace tutti {
 
@@ -129,18 +129,13 @@ Result<int> waitForIncoming(ExecContext& ctx, std::span<const int> peers, size_t
     if (begin == Clock::time_point{}) begin = lastCheck = now;
     if (now - lastCheck > std::chrono::milliseconds(100)) {
       lastCheck = now;
-      auto ranks = [&] {
-        std::string from;
-        for (int peer : peers) from += fmt::format("{}{}", from.empty() ? "" : ", ", peer);
-        return from;
-      };
       // Hang reports and other ranks' failure notices, as a waiting collective gets them.
       if (ctx.hooks)
         if (Status s = ctx.hooks->whileWaiting([&] {
               return fmt::format("{}: waiting {} ms for a message from any of ranks {}", what,
                                  std::chrono::duration_cast<std::chrono::milliseconds>(now - begin)
                                      .count(),
-                                 ranks());
+                                 fmt::join(peers, ", "));
             });
             !s.isOk())
           return s;
@@ -149,7 +144,7 @@ Result<int> waitForIncoming(ExecContext& ctx, std::span<const int> peers, size_t
       if (ctx.timeout.count() > 0 && now - begin > ctx.timeout)
         return timeoutError("{}: timed out after {} ms on rank {}: no message arrived from any "
                             "of ranks {}",
-                            what, ctx.timeout.count(), ctx.rank, ranks());
+                            what, ctx.timeout.count(), ctx.rank, fmt::join(peers, ", "));
     }
     // Sockets: poll them for input; shared memory only: the doorbell (blockOnPeers).
     pollfd fds[64];

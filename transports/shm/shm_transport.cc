@@ -268,9 +268,8 @@ class ShmConnection final : public Connection {
   // Either ring holds unread bytes: the next inline line's flag is set, or the byte ring's head
   // (written by the sender after the data) is past what was consumed.
   Result<bool> incomingPending() override {
-    const std::byte* line = inLines_ + (inlineRecvd_ & (kInlineLines - 1)) * kLine;
-    if (__atomic_load_n(flagOf(const_cast<std::byte*>(line)), __ATOMIC_ACQUIRE) == inlineRecvd_ + 1)
-      return true;
+    std::byte* line = inLines_ + (inlineRecvd_ & (kInlineLines - 1)) * kLine;
+    if (__atomic_load_n(flagOf(line), __ATOMIC_ACQUIRE) == inlineRecvd_ + 1) return true;
     return in_->head.load(std::memory_order_acquire) > recvPos_;
   }
 
