@@ -3,6 +3,8 @@
 # lock-order inversion fails the run. usage: run_tsan.sh (build dir: $TUTTI_TSAN_BUILD_DIR,
 # default build-tsan). CUDA and ibverbs are left out of this build: the tests need neither.
 #   clique_test           the device cliques' protocols on emulated streams (CPU threads only)
+#   peer_test             the peer interpreter's FIFO protocols in its host emulator (ranks and
+#                         channels as threads), every 10th case of its sweeps
 #   collectives_test      asynchronous Work: calls queued on the progress thread, waited on from
 #                         the caller ("asynchronous Work ...")
 #   fault_hang_test       abort from another thread, the SIGUSR1 hang report (signal handler and
@@ -21,7 +23,7 @@ cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTUTTI_WITH_CUDA=OFF -
   -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=thread" -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=thread" \
   >/dev/null
 cmake --build "$BUILD" -j"${TUTTI_JOBS:-2}" \
-  --target clique_test collectives_test fault_hang_test nccl_prog_own >/dev/null
+  --target clique_test peer_test collectives_test fault_hang_test nccl_prog_own >/dev/null
 echo "run_tsan: built in $(( $(date +%s) - start )) s"
 export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1"
 # name, then the command (Catch2 test names select the cases that run threads).
@@ -34,6 +36,7 @@ run() {
   echo "run_tsan: $name passed under ThreadSanitizer ($(( $(date +%s) - t0 )) s)"
 }
 run clique_test "$BUILD/bin/clique_test"
+TUTTI_PEER_TEST_STRIDE=10 run peer_test "$BUILD/bin/peer_test"
 # One comma-separated spec per binary; --warn NoTests fails a spec that matches nothing.
 run collectives_test "$BUILD/bin/collectives_test" --warn NoTests \
   "asynchronous Work completes in issue order with correct data"

@@ -1,0 +1,370 @@
+// File: core/device/peer_compile.cc
+// The peer compiler (see peer_compile.h): pieces, one schedule per distinct piece size, ops with
+// their FIFO slots, and the pairing check.
+#include "core/device/peer_compile.h"
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+
+#include "base/collectives.h"
+
+namespace tutti::device {
+
+namespace peer = kernels::peer;
+using algo::Buf;
+using algo::CollShape;
+using algo::Schedule;
+using algo::Step;
+
+class PeerBuilder {
+ public:
+  static PeerProgram make(peer::ProgramHeader h, const std::vector<peer::Piece>& pieces,
+                          const std::vector<peer::Round>& rounds, const std::vector<peer::Op>& ops,
+                          std::string_view algorithm) {
+    h.piecesAt = static_cast<uint32_t>(sizeof(peer::ProgramHeader));
+    h.roundsAt = h.piecesAt + static_cast<uint32_t>(pieces.size() * sizeof(peer::Piece));
+    h.opsAt = h.roundsAt + static_cast<uint32_t>(rounds.size() * sizeof(peer::Round));
+    h.bytes = h.opsAt + static_cast<uint32_t>(ops.size() * sizeof(peer::Op));
+    h.npieces = static_cast<uint32_t>(pieces.size());
+    h.nrounds = static_cast<uint32_t>(rounds.size());
+    h.nops = static_cast<uint32_t>(ops.size());
+    PeerProgram p;
+    p.words_.assign((h.bytes + 7) / 8, 0);
+    auto* base = reinterpret_cast<unsigned char*>(p.words_.data());
+    std::memcpy(base, &h, sizeof(h));
+    if (!pieces.empty())
+      std::memcpy(base + h.piecesAt, pieces.data(), pieces.size() * sizeof(peer::Piece));
+    if (!rounds.empty())
+      std::memcpy(base + h.roundsAt, rounds.data(), rounds.size() * sizeof(peer::Round));
+    if (!ops.empty()) std::memcpy(base + h.opsAt, ops.data(), ops.size() * sizeof(peer::Op));
+    p.algorithm_ = std::string(algorithm);
+    return p;
+  }
+};
+
+namespace {
+
+constexpr const char* kWhat = "compilePeer";
+
+bool blocked(Extent e) { return e == Extent::kRanksCount || e == Extent::kRootRanksCount; }
+
+// Where an element of a sub-call lives: in place, one user buffer holds both input and output
+// (NCCL's forms), so their elements share a space; scratch and out-of-place buffers are their own.
+struct Place {
+  int space = 0;
+  uint64_t at = 0;
+};
+Place placeOf(const CollShape& s, Buf b, uint64_t offset) {
+  if (b == Buf::kScratch) return {2, offset};
+  if (!s.inPlace) return {b == Buf::kInput ? 0 : 1, offset};
+  const uint64_t block = static_cast<uint64_t>(s.rank) * s.count;
+  switch (collInfo(s.coll).inPlace) {
+    case InPlaceForm::kSendInRecv:
+      return {0, b == Buf::kInput ? block + offset : offset};
+    case InPlaceForm::kRecvInSend:
+      return {0, b == Buf::kOutput ? block + offset : offset};
+    default:
+      return {0, offset};
+  }
+}
+
+// A step that reads src and writes dst element by element in parallel: the two ranges must be
+// the same elements or disjoint.
+Status checkOverlap(const CollShape& s, const Step& st, size_t round) {
+  const bool both = st.op == algo::Op::kCopy || st.op == algo::Op::kReduce ||
+                    st.op == algo::Op::kRecvReduce || st.op == algo::Op::kRecvReduceSend;
+  if (!both || st.count == 0) return Status::ok();
+  const Place a = placeOf(s, st.src, st.srcOffset), b = placeOf(s, st.dst, st.dstOffset);
+  if (a.space != b.space || a.at == b.at) return Status::ok();
+  if (a.at < b.at + st.count && b.at < a.at + st.count) {
+    return invalidUsage(
+        "{}: rank {} round {}: {} of {} elements reads {}[{}] and writes {}[{}], which partly "
+        "overlap (a parallel copy cannot run it)",
+        kWhat, s.rank, round, algo::opName(st.op), st.count, algo::bufName(st.src), st.srcOffset,
+        algo::bufName(st.dst), st.dstOffset);
+  }
+  return Status::ok();
+}
+
+peer::OpKind kindOf(algo::Op op) {
+  switch (op) {
+    case algo::Op::kSend:
+      return peer::OpKind::kSend;
+    case algo::Op::kRecv:
+      return peer::OpKind::kRecv;
+    case algo::Op::kRecvReduce:
+      return peer::OpKind::kRecvReduce;
+    case algo::Op::kRecvReduceSend:
+      return peer::OpKind::kRecvReduceSend;
+    case algo::Op::kRecvCopySend:
+      return peer::OpKind::kRecvCopySend;
+    case algo::Op::kCopy:
+      return peer::OpKind::kCopy;
+    case algo::Op::kReduce:
+      return peer::OpKind::kReduce;
+  }
+  return peer::OpKind::kCopy;
+}
+
+bool sendsTo(peer::OpKind k) {
+  return k == peer::OpKind::kSend || k == peer::OpKind::kRecvReduceSend ||
+         k == peer::OpKind::kRecvCopySend;
+}
+bool receivesFrom(peer::OpKind k) {
+  return k == peer::OpKind::kRecv || k == peer::OpKind::kRecvReduce ||
+         k == peer::OpKind::kRecvReduceSend || k == peer::OpKind::kRecvCopySend;
+}
+
+// The schedules of one piece size: this rank's, and the largest scratch of any rank.
+struct Built {
+  Schedule mine;
+  size_t maxScratch = 0;
+};
+
+Result<Built> buildAll(const CollShape& shape, const algo::AlgorithmInfo& algo, size_t count) {
+  Built b;
+  for (int r = 0; r < shape.nranks; ++r) {
+    CollShape s = shape;
+    s.rank = r;
+    s.count = count;
+    if (algo.supports && !algo.supports(s)) {
+      return invalidUsage("{}: algorithm {} declines {} of count={} on {} ranks", kWhat, algo.name,
+                          collInfo(shape.coll).name, count, shape.nranks);
+    }
+    Result<Schedule> sched = algo.build(s);
+    if (!sched.isOk()) return sched.status();
+    b.maxScratch = std::max(b.maxScratch, sched.value().scratchCount);
+    if (r == shape.rank) b.mine = std::move(sched).value();
+  }
+  return b;
+}
+
+}  // namespace
+
+Result<PeerProgram> compilePeer(const CollShape& shape, const algo::AlgorithmInfo& algo,
+                                const PeerCompileConfig& config, const std::byte* preMulScalar) {
+  const CollInfo& info = collInfo(shape.coll);
+  if (shape.coll == Coll::kSendRecv || shape.coll == Coll::kBarrier)
+    return invalidUsage("{}: coll={} is not compiled (grouped send/recv has no schedule)", kWhat,
+                        info.name);
+  if (algo.coll != shape.coll)
+    return invalidUsage("{}: algorithm {} is for {}, not {}", kWhat, algo.name,
+                        collInfo(algo.coll).name, info.name);
+  if (shape.nranks < 1 || shape.nranks > peer::kMaxRanks)
+    return invalidUsage("{}: nranks={} outside [1, {}]", kWhat, shape.nranks, peer::kMaxRanks);
+  if (shape.rank < 0 || shape.rank >= shape.nranks)
+    return invalidUsage("{}: rank={} outside [0, {})", kWhat, shape.rank, shape.nranks);
+  if (config.channels < 1 || config.channels > peer::kMaxChannels)
+    return invalidUsage("{}: channels={} outside [1, {}]", kWhat, config.channels,
+                        peer::kMaxChannels);
+  if (config.payloadBytes == 0 || config.payloadBytes % 16 != 0)
+    return invalidUsage("{}: payloadBytes={} is not a positive multiple of 16", kWhat,
+                        config.payloadBytes);
+  if (!isValid(shape.dtype) || !isValid(shape.op))
+    return invalidArgument("{}: invalid dtype or op (dtype={}, op={})", kWhat,
+                           static_cast<int>(shape.dtype), static_cast<int>(shape.op));
+  if (preMulScalar != nullptr && (shape.inPlace || shape.op != RedOp::kSum || !info.reduces))
+    return invalidUsage(
+        "{}: premulsum needs an out-of-place sum of a reducing collective "
+        "(inPlace={}, op={}, coll={})",
+        kWhat, shape.inPlace, redOpName(shape.op), info.name);
+
+  const size_t elem = dataTypeBytes(shape.dtype);
+  peer::ProgramHeader h;
+  h.rank = shape.rank;
+  h.nranks = shape.nranks;
+  h.count = shape.count;
+  h.coll = shape.coll;
+  h.dtype = shape.dtype;
+  h.op = shape.op == RedOp::kAvg ? RedOp::kSum : shape.op;
+  h.protocol = config.protocol;
+  h.inputBlocked = blocked(info.input);
+  h.outputBlocked = blocked(info.output);
+  h.elemBytes = static_cast<uint8_t>(elem);
+  if (preMulScalar != nullptr) {
+    h.preMul = 1;
+    std::memcpy(h.scalar, preMulScalar, elem);
+  }
+  h.divisor = shape.nranks;
+  h.payloadBytes = config.payloadBytes;
+
+  std::vector<peer::Piece> pieces;
+  std::vector<peer::Round> rounds;
+  std::vector<peer::Op> ops;
+  if (shape.count == 0) {
+    h.nchannels = 1;
+    return PeerBuilder::make(h, pieces, rounds, ops, algo.name);
+  }
+
+  // Pieces: as many as channels, smaller when the scratch of every rank's schedule must fit.
+  const uint64_t channels = std::min<uint64_t>(config.channels, shape.count);
+  uint64_t piece = (shape.count + channels - 1) / channels;
+  if (config.maxPieceCount != 0) piece = std::min(piece, config.maxPieceCount);
+  std::map<uint64_t, Built> built;
+  for (;;) {
+    TUTTI_TRY_ASSIGN(Built b, buildAll(shape, algo, piece));
+    const uint64_t need = b.maxScratch * elem;
+    if (need <= config.scratchBytes) {
+      built.emplace(piece, std::move(b));
+      break;
+    }
+    if (piece == 1)
+      return invalidUsage(
+          "{}: algorithm {} needs {} bytes of scratch for one element, the "
+          "arena has {} per channel",
+          kWhat, algo.name, need, config.scratchBytes);
+    piece = std::clamp<uint64_t>(piece * config.scratchBytes / need, 1, piece - 1);
+  }
+  const uint64_t npieces = (shape.count + piece - 1) / piece;
+  const uint64_t nch = std::min<uint64_t>(channels, npieces);
+  h.nchannels = static_cast<uint32_t>(nch);
+  for (uint64_t k = 0; k < npieces; ++k)
+    pieces.push_back({k * piece, std::min<uint64_t>(piece, shape.count - k * piece)});
+
+  const bool holdsResult = shape.op == RedOp::kAvg && shape.nranks > 1 &&
+                           (shape.coll == Coll::kAllReduce || shape.coll == Coll::kReduceScatter ||
+                            (shape.coll == Coll::kReduce && shape.rank == shape.root));
+  uint64_t scratchNeed = 0;
+  for (uint64_t c = 0; c < nch; ++c) {
+    h.channelRounds[c] = static_cast<uint32_t>(rounds.size());
+    std::vector<uint32_t> sendSlot(shape.nranks, 0), recvSlot(shape.nranks, 0);
+    for (uint64_t k = c; k < npieces; k += nch) {
+      const uint64_t n = pieces[k].count;
+      auto it = built.find(n);
+      if (it == built.end()) {
+        TUTTI_TRY_ASSIGN(Built b, buildAll(shape, algo, n));
+        it = built.emplace(n, std::move(b)).first;
+      }
+      const Schedule& sched = it->second.mine;
+      scratchNeed = std::max<uint64_t>(scratchNeed, sched.scratchCount * elem);
+      CollShape sub = shape;
+      sub.count = n;
+      for (size_t ri = 0; ri < sched.rounds.size(); ++ri) {
+        const uint32_t first = static_cast<uint32_t>(ops.size());
+        for (const Step& st : sched.rounds[ri]) {
+          if (st.count == 0) continue;
+          TUTTI_TRY(checkOverlap(sub, st, ri));
+          if (preMulScalar != nullptr && algo::writesDst(st.op) && st.dst == Buf::kInput)
+            return invalidUsage(
+                "{}: rank {} round {} writes the input, which premulsum reads "
+                "scaled",
+                kWhat, shape.rank, ri);
+          peer::Op op;
+          op.kind = kindOf(st.op);
+          op.src = static_cast<peer::BufKind>(st.src);
+          op.dst = static_cast<peer::BufKind>(st.dst);
+          op.srcOffset = st.srcOffset;
+          op.dstOffset = st.dstOffset;
+          op.count = st.count;
+          op.peer = static_cast<uint16_t>(std::max(st.peer, 0));
+          if (preMulScalar != nullptr && algo::readsSrc(st.op) && st.src == Buf::kInput)
+            op.flags |= peer::kPreMulSrc;
+          const uint64_t slots = peer::slotsFor(st.count * elem, config.payloadBytes);
+          if (receivesFrom(op.kind)) {
+            op.recvSlot = recvSlot[st.peer];
+            recvSlot[st.peer] += static_cast<uint32_t>(slots);
+          }
+          if (sendsTo(op.kind)) {
+            const int to = op.kind == peer::OpKind::kSend ? st.peer : st.sendPeer;
+            op.sendPeer = static_cast<uint16_t>(to);
+            op.sendSlot = sendSlot[to];
+            sendSlot[to] += static_cast<uint32_t>(slots);
+          }
+          ops.push_back(op);
+        }
+        const uint32_t nops = static_cast<uint32_t>(ops.size()) - first;
+        if (nops == 0) continue;
+        if (nops > static_cast<uint32_t>(peer::kMaxRoundOps))
+          return invalidUsage("{}: rank {} round {} has {} steps, more than {}", kWhat, shape.rank,
+                              ri, nops, peer::kMaxRoundOps);
+        rounds.push_back({first, nops, static_cast<uint32_t>(k), static_cast<uint32_t>(ri)});
+      }
+      if (holdsResult) {
+        peer::Op div;
+        div.kind = peer::OpKind::kDivide;
+        div.src = div.dst = peer::BufKind::kOutput;
+        div.count = n;
+        rounds.push_back({static_cast<uint32_t>(ops.size()), 1, static_cast<uint32_t>(k),
+                          static_cast<uint32_t>(sched.rounds.size())});
+        ops.push_back(div);
+      }
+    }
+  }
+  for (uint64_t c = nch; c <= static_cast<uint64_t>(peer::kMaxChannels); ++c)
+    h.channelRounds[c] = static_cast<uint32_t>(rounds.size());
+  h.scratchBytes = scratchNeed;
+  return PeerBuilder::make(h, pieces, rounds, ops, algo.name);
+}
+
+Status checkPairing(std::span<const PeerProgram* const> programs) {
+  struct Message {
+    uint32_t slot;
+    uint64_t bytes;
+    uint32_t piece, round;
+    uint32_t op;
+  };
+  // [channel][sender][receiver] -> messages, as the sender sends and as the receiver receives.
+  std::map<std::tuple<int, int, int>, std::vector<Message>> sent, received;
+  const int n = static_cast<int>(programs.size());
+  for (int r = 0; r < n; ++r) {
+    const peer::ProgramHeader* h = programs[r]->header();
+    if (h->rank != r || h->nranks != n)
+      return internalError("checkPairing: programs[{}] is rank {} of {} (expected {} of {})", r,
+                           h->rank, h->nranks, r, n);
+    const peer::Round* rs = peer::rounds(h);
+    const peer::Op* os = peer::ops(h);
+    for (uint32_t c = 0; c < h->nchannels; ++c) {
+      for (uint32_t ri = h->channelRounds[c]; ri < h->channelRounds[c + 1]; ++ri) {
+        for (uint32_t k = rs[ri].firstOp; k < rs[ri].firstOp + rs[ri].nops; ++k) {
+          const peer::Op& op = os[k];
+          const Message m{0, op.count * h->elemBytes, rs[ri].piece, rs[ri].scheduleRound, k};
+          if (sendsTo(op.kind)) {
+            Message s = m;
+            s.slot = op.sendSlot;
+            sent[{static_cast<int>(c), r, op.sendPeer}].push_back(s);
+          }
+          if (receivesFrom(op.kind)) {
+            Message s = m;
+            s.slot = op.recvSlot;
+            received[{static_cast<int>(c), op.peer, r}].push_back(s);
+          }
+        }
+      }
+    }
+  }
+  auto check = [&](const auto& a, const auto& b, const char* aName) -> Status {
+    for (const auto& [key, msgs] : a) {
+      const auto [c, s, r] = key;
+      auto it = b.find(key);
+      const size_t other = it == b.end() ? 0 : it->second.size();
+      if (other != msgs.size())
+        return internalError(
+            "checkPairing: channel {} FIFO {} -> {}: {} messages {}, {} on the "
+            "other side",
+            c, s, r, msgs.size(), aName, other);
+      uint64_t next = 0;
+      for (size_t i = 0; i < msgs.size(); ++i) {
+        const Message &x = msgs[i], &y = it->second[i];
+        if (x.slot != y.slot || x.bytes != y.bytes || x.piece != y.piece || x.round != y.round)
+          return internalError(
+              "checkPairing: channel {} FIFO {} -> {} message {}: slot {} bytes "
+              "{} piece {} round {} {} (op {}), slot {} bytes {} piece {} round "
+              "{} on the other side (op {})",
+              c, s, r, i, x.slot, x.bytes, x.piece, x.round, aName, x.op, y.slot, y.bytes, y.piece,
+              y.round, y.op);
+        if (x.slot != next)
+          return internalError(
+              "checkPairing: channel {} FIFO {} -> {} message {} starts at slot "
+              "{}, the previous ones end at {}",
+              c, s, r, i, x.slot, next);
+        next = x.slot + peer::slotsFor(x.bytes, programs[s]->header()->payloadBytes);
+      }
+    }
+    return Status::ok();
+  };
+  TUTTI_TRY(check(sent, received, "sent"));
+  return check(received, sent, "received");
+}
+
+}  // namespace tutti::device

@@ -1,0 +1,5 @@
+# The peer compiler and interpreter (core/device/peer_compile.h, kernels/peer_interp.h) in the
+# host emulator against the host engine's arithmetic, bit for bit. -ffp-contract=off: the
+# reference's arithmetic must not fuse into FMA (as device_compile_test).
+tutti_add_test(peer_test LABEL unit SOURCES peer_test.cc TIMEOUT 600)
+target_compile_options(peer_test PRIVATE -ffp-contract=off)

@@ -1,0 +1,524 @@
+// File: tests/unit/peer_test.cc
+// The peer compiler (core/device/peer_compile.h) and the peer interpreter in its host emulator
+// (kernels/peer_host.h): ranks as threads, channels as threads, arenas in host memory, tiny FIFOs
+// (two slots of 32 bytes; low-latency slots of two lines) and random yields, so that every
+// message wraps its FIFO many times and the protocols' waits interleave in many orders. Every
+// registered algorithm of the eight data collectives, nranks 1..8, both protocols, in and out of
+// place, is checked against the host engine's arithmetic byte for byte: the schedules run on a
+// mailbox with the engine's kernels, piece by piece (a call of one piece: the whole call). Also:
+// the static pairing of every send with its receive, counters and flags across 2^32, 1,000
+// calls on one set of arenas, abort and timeout naming the peer, and the compiler's errors.
+#include <fmt/ranges.h>
+
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstdlib>
+#include <set>
+#include <thread>
+
+#include "core/device/peer_compile.h"
+#include "kernels/peer_host.h"
+#include "kernels/peer_interp.h"
+#include "tests/unit/engine_reference.h"
+
+namespace tutti::device {
+namespace {
+
+namespace peer = kernels::peer;
+using namespace tutti::test;  // NOLINT: the reference helpers
+using peer::Protocol;
+
+using Clock = std::chrono::steady_clock;
+
+// FIFOs small enough that every message of a few hundred bytes wraps them.
+peer::ArenaConfig tinyArena(int nranks, int channels) {
+  peer::ArenaConfig c;
+  c.nranks = nranks;
+  c.channels = channels;
+  c.slots = 2;
+  c.slotBytes = 32;
+  c.llSlots = 2;
+  c.llLines = 2;
+  c.scratchBytes = 64 << 10;
+  return c;
+}
+
+PeerCompileConfig compileConfig(const peer::ArenaConfig& a, Protocol p, int channels) {
+  PeerCompileConfig c;
+  c.channels = channels;
+  c.protocol = p;
+  c.payloadBytes = peer::payloadBytes(a, p);
+  c.scratchBytes = a.scratchBytes;
+  return c;
+}
+
+// A job: every rank's program, arena and launch; run() runs every rank as a thread.
+struct Job {
+  peer::ArenaLayout layout;
+  std::vector<PeerProgram> programs;
+  std::vector<std::unique_ptr<peer::HostArena>> arenas;
+  peer::HostOptions host{50, 1};
+  uint64_t timeoutNs = 30'000'000'000ull;
+  std::atomic<uint32_t> abort{0};
+
+  explicit Job(const peer::ArenaConfig& config) : layout(peer::arenaLayout(config)) {
+    for (int r = 0; r < config.nranks; ++r)
+      arenas.push_back(std::make_unique<peer::HostArena>(layout));
+  }
+
+  peer::Launch launch(int r, const void* in, void* out) {
+    peer::Launch l;
+    l.program = programs[r].header();
+    l.input = in;
+    l.output = out;
+    for (size_t q = 0; q < arenas.size(); ++q) l.arenas[q] = arenas[q]->data();
+    l.layout = layout;
+    l.error = arenas[r]->error();
+    l.abortFlag = reinterpret_cast<const uint32_t*>(&abort);
+    l.timeoutNs = timeoutNs;
+    return l;
+  }
+
+  // Runs the ranks in `which` (all when empty) concurrently on the users' buffers.
+  std::vector<Status> run(std::vector<UserRank>& users, std::vector<int> which = {}) {
+    if (which.empty())
+      for (size_t r = 0; r < programs.size(); ++r) which.push_back(static_cast<int>(r));
+    std::vector<Status> out(programs.size());
+    std::vector<std::thread> threads;
+    for (int r : which) {
+      threads.emplace_back(
+          [&, r] { out[r] = peer::runOnHost(launch(r, users[r].send(), users[r].recv()), host); });
+    }
+    for (auto& t : threads) t.join();
+    return out;
+  }
+};
+
+// Compiles every rank's program into job.programs; "" or the first error.
+std::string compileAll(Job& job, const AlgorithmInfo& info, const CollShape& shape,
+                       const PeerCompileConfig& cfg, const std::byte* scalar) {
+  job.programs.clear();
+  for (int r = 0; r < shape.nranks; ++r) {
+    CollShape s = shape;
+    s.rank = r;
+    auto p = compilePeer(s, info, cfg, scalar);
+    if (!p.isOk()) return p.status().message();
+    job.programs.push_back(std::move(p).value());
+  }
+  std::vector<const PeerProgram*> ptrs;
+  for (const auto& p : job.programs) ptrs.push_back(&p);
+  if (Status s = checkPairing(ptrs); !s.isOk()) return "pairing: " + s.message();
+  return "";
+}
+
+// The engine's results, piece by piece: each piece's elements are copied out of the users'
+// buffers into a call of its own (NCCL's layout for the piece's count), run on the mailbox with
+// the engine's kernels, and copied back.
+std::string runEnginePieces(const CollShape& shape, const AlgorithmInfo& info, const Arith& a,
+                            const PeerProgram& program, std::vector<UserRank>& users) {
+  const peer::ProgramHeader* h = program.header();
+  const size_t elem = dataTypeBytes(a.dtype);
+  for (uint32_t k = 0; k < h->npieces; ++k) {
+    const peer::Piece pc = peer::pieces(h)[k];
+    CollShape sub = shape;
+    sub.count = pc.count;
+    std::vector<UserRank> subUsers = layOut(sub, a.dtype);
+    auto index = [&](bool blocked, uint64_t i) {
+      peer::detail::View v;
+      v.c0 = pc.c0;
+      v.n = pc.count;
+      v.count = shape.count;
+      v.blocked = blocked;
+      return peer::detail::viewIndex(v, i);
+    };
+    for (int pass = 0; pass < 2; ++pass) {  // 0: into the piece's call, 1: back
+      for (int r = 0; r < shape.nranks; ++r) {
+        CollShape s = sub;
+        s.rank = r;
+        for (bool input : {true, false}) {
+          const uint64_t n = algo::bufferCount(s, input ? Buf::kInput : Buf::kOutput);
+          const bool blocked = input ? h->inputBlocked : h->outputBlocked;
+          std::byte* piece = input ? subUsers[r].send() : subUsers[r].recv();
+          std::byte* full = input ? users[r].send() : users[r].recv();
+          for (uint64_t i = 0; i < n; ++i) {
+            std::byte* f = full + index(blocked, i) * elem;
+            if (pass == 0)
+              std::memcpy(piece + i * elem, f, elem);
+            else
+              std::memcpy(f, piece + i * elem, elem);
+          }
+        }
+      }
+      if (pass == 0) {
+        if (std::string err = runEngine(sub, info, a, subUsers); !err.empty()) return err;
+      }
+    }
+  }
+  return "";
+}
+
+struct Outcome {
+  std::string error;  // "" when the run matched the engine
+  bool declined = false;
+  uint32_t pieces = 0;
+};
+
+// The whole check for one algorithm, shape, arithmetic, protocol and channel count.
+Outcome checkPeer(const AlgorithmInfo& info, CollShape shape, const Arith& a, Protocol protocol,
+                  int channels, uint64_t maxPiece = 0, uint64_t seed = 1, bool tiny = true) {
+  shape.dtype = a.dtype;
+  shape.op = a.op;
+  peer::ArenaConfig arena = tinyArena(shape.nranks, channels);
+  if (!tiny) {  // FIFOs of a few slots per message: for tests of the arithmetic
+    arena.slots = 4;
+    arena.slotBytes = 512;
+    arena.llSlots = 4;
+    arena.llLines = 16;
+  }
+  Job job(arena);
+  job.host.seed = seed;
+  PeerCompileConfig cfg = compileConfig(arena, protocol, channels);
+  cfg.maxPieceCount = maxPiece;
+  const std::vector<std::byte> scalar = scalarOf(a.dtype);
+  Outcome out;
+  if (std::string err = compileAll(job, info, shape, cfg, a.preMul ? scalar.data() : nullptr);
+      !err.empty()) {
+    // The documented declines: a step that reads and writes partly overlapping elements.
+    out.declined = err.find("partly overlap") != std::string::npos;
+    out.error = out.declined ? "" : "compile: " + err;
+    return out;
+  }
+  out.pieces = job.programs[0].header()->npieces;
+  std::vector<UserRank> engine = layOut(shape, a.dtype), interp = engine;
+  if (std::string err = runEnginePieces(shape, info, a, job.programs[0], engine); !err.empty()) {
+    out.error = "engine: " + err;
+    return out;
+  }
+  const std::vector<Status> st = job.run(interp);
+  for (size_t r = 0; r < st.size(); ++r)
+    if (!st[r].isOk()) {
+      out.error = fmt::format("rank {}: {}", r, st[r].message());
+      return out;
+    }
+  out.error = compareMemory(interp, engine, a.dtype);
+  return out;
+}
+
+// TUTTI_PEER_TEST_STRIDE=k runs every k-th case of the sweeps below (the ThreadSanitizer run,
+// tests/tsan/run_tsan.sh, takes a sample); default 1: every case.
+size_t stride() {
+  const char* v = std::getenv("TUTTI_PEER_TEST_STRIDE");
+  const long k = v != nullptr ? std::atol(v) : 1;
+  return k >= 1 ? static_cast<size_t>(k) : 1;
+}
+
+std::string caseName(const AlgorithmInfo& info, const CollShape& s, const Arith& a, Protocol p,
+                     int channels) {
+  return fmt::format("{} {} channels={}", label(info, s, a),
+                     p == Protocol::kSimple ? "simple" : "low-latency", channels);
+}
+
+}  // namespace
+
+TEST_CASE("peer programs match the host engine on every algorithm and shape", "[peer]") {
+  const std::vector<Arith> ariths = mainAriths();
+  size_t cases = 0, which = 0, declined = 0, multiPiece = 0;
+  const size_t every = stride();
+  std::set<std::string> declinedBy;
+  forEachShape({1, 2, 3, 4, 5, 6, 7, 8}, true,
+               [&](const AlgorithmInfo& info, const CollShape& shape) {
+                 for (Protocol p : {Protocol::kSimple, Protocol::kLowLatency}) {
+                   if ((which + 1) % every != 0) {
+                     ++which;
+                     continue;
+                   }
+                   Arith a = reducing(info.coll) ? ariths[which++ % ariths.size()] : Arith{};
+                   if (a.preMul && shape.inPlace) a.preMul = false;  // no in-place premulsum
+                   const int channels = 1 + static_cast<int>(which % 3);
+                   INFO(caseName(info, shape, a, p, channels));
+                   const Outcome o = checkPeer(info, shape, a, p, channels, 0, which);
+                   REQUIRE(o.error == "");
+                   if (o.declined) {
+                     ++declined;
+                     declinedBy.insert(fmt::format("{} {}", collName(info.coll), info.name));
+                   }
+                   if (o.pieces > 1) ++multiPiece;
+                   ++cases;
+                 }
+               });
+  WARN(fmt::format("{} cases, {} with several pieces; declined {} (partly overlapping steps): {}",
+                   cases, multiPiece, declined, fmt::join(declinedBy, ", ")));
+  CHECK(cases * every > 3000);
+  CHECK(multiPiece > cases / 3);
+  CHECK(declined < cases / 20);
+}
+
+TEST_CASE("peer programs: every dtype and op, premulsum included", "[peer]") {
+  // Every (dtype, op) pair, premulsum as a 6th op, over the reducing algorithms' shapes on 2, 5
+  // and 8 ranks: each shape takes the next 8 pairs, so every pair meets every collective. FIFOs
+  // of a few slots per message: the arithmetic is under test here.
+  std::vector<Arith> pairs;
+  for (int t = 0; t < kNumDataTypes; ++t)
+    for (int op = 0; op <= kNumRedOps; ++op)  // kNumRedOps: premulsum
+      pairs.push_back({static_cast<DataType>(t),
+                       op == kNumRedOps ? RedOp::kSum : static_cast<RedOp>(op), op == kNumRedOps});
+  std::set<std::string> seen;
+  size_t cases = 0, next = 0;
+  const size_t every = stride();
+  forEachShape({2, 5, 8}, false, [&](const AlgorithmInfo& info, const CollShape& shape) {
+    if (!reducing(info.coll)) return;
+    for (int k = 0; k < 8; ++k) {
+      const Arith a = pairs[next++ % pairs.size()];
+      if (a.preMul && shape.inPlace) continue;
+      if (next % every != 0) continue;
+      const Protocol p = next % 2 ? Protocol::kSimple : Protocol::kLowLatency;
+      INFO(caseName(info, shape, a, p, 2));
+      REQUIRE(checkPeer(info, shape, a, p, 2, 0, next, false).error == "");
+      seen.insert(fmt::format("{} {}", collName(info.coll), a.name()));
+      ++cases;
+    }
+  });
+  if (every == 1) {
+    CHECK(seen.size() == 3 * pairs.size());  // every pair on allreduce, reduce-scatter, reduce
+    CHECK(cases > 1000);
+  }
+}
+
+TEST_CASE("one piece is the host engine's whole call, bit for bit", "[peer]") {
+  // A single channel and no piece limit: the program runs the algorithm's schedule for the
+  // whole count, so the reference (piece by piece) is the engine's call itself.
+  for (const char* name : {"ring", "double_binary_tree", "rabenseifner", "one_shot"}) {
+    const AlgorithmInfo* info = algo::find(Coll::kAllReduce, name);
+    REQUIRE(info != nullptr);
+    const CollShape shape{Coll::kAllReduce, 0, 6, 1001, DataType::kFloat32, RedOp::kSum, 0, false};
+    const Arith a{DataType::kFloat32, RedOp::kSum, false};
+    Job job(tinyArena(6, 1));
+    REQUIRE(compileAll(job, *info, shape, compileConfig(tinyArena(6, 1), Protocol::kSimple, 1),
+                       nullptr) == "");
+    REQUIRE(job.programs[0].header()->npieces == 1);
+    std::vector<UserRank> engine = layOut(shape, a.dtype), interp = engine;
+    REQUIRE(runEngine(shape, *info, a, engine) == "");
+    for (const Status& s : job.run(interp)) REQUIRE(s.isOk());
+    CHECK(compareMemory(interp, engine, a.dtype) == "");
+  }
+}
+
+TEST_CASE("small scratch cuts a call into many pieces", "[peer]") {
+  // reduce-scatter's ring keeps a block in scratch; 256 bytes of it per channel force pieces of
+  // at most 64 floats: a 1000-element call becomes 16+ pieces over 2 channels.
+  for (const char* name : {"ring", "recursive_halving", "pairwise"}) {
+    const AlgorithmInfo* info = algo::find(Coll::kReduceScatter, name);
+    if (info == nullptr) continue;
+    for (Protocol p : {Protocol::kSimple, Protocol::kLowLatency}) {
+      CollShape shape{Coll::kReduceScatter, 0, 4, 1000, DataType::kFloat32, RedOp::kSum, 0, false};
+      peer::ArenaConfig arena = tinyArena(4, 2);
+      arena.scratchBytes = 256;
+      Job job(arena);
+      INFO(name);
+      const std::string err = compileAll(job, *info, shape, compileConfig(arena, p, 2), nullptr);
+      REQUIRE(err == "");
+      const peer::ProgramHeader* h = job.programs[0].header();
+      CHECK(h->scratchBytes <= 256);
+      if (h->scratchBytes > 0) CHECK(h->npieces >= 16);
+      const Arith a{DataType::kFloat32, RedOp::kSum, false};
+      std::vector<UserRank> engine = layOut(shape, a.dtype), interp = engine;
+      REQUIRE(runEnginePieces(shape, *info, a, job.programs[0], engine) == "");
+      for (const Status& s : job.run(interp)) REQUIRE(s.isOk());
+      CHECK(compareMemory(interp, engine, a.dtype) == "");
+    }
+  }
+}
+
+TEST_CASE("counters and low-latency flags cross 2^32", "[peer]") {
+  // Every FIFO starts as if 2^32 - 3 slots had passed through it: the calls below take every
+  // counter past 2^32 and every low-latency flag through its wrap (llFlag repeats after 2^32 - 1
+  // uses and is never 0).
+  const AlgorithmInfo* ring = algo::find(Coll::kAllReduce, "ring");
+  REQUIRE(ring != nullptr);
+  for (Protocol p : {Protocol::kSimple, Protocol::kLowLatency}) {
+    const int n = 4;
+    const peer::ArenaConfig arena = tinyArena(n, 2);
+    Job job(arena);
+    for (auto& a : job.arenas) a->startCountersAt((uint64_t{1} << 32) - 3);
+    const CollShape shape{Coll::kAllReduce, 0, n, 200, DataType::kInt32, RedOp::kSum, 0, false};
+    REQUIRE(compileAll(job, *ring, shape, compileConfig(arena, p, 2), nullptr) == "");
+    const Arith a{DataType::kInt32, RedOp::kSum, false};
+    std::vector<UserRank> engine = layOut(shape, a.dtype);
+    std::vector<UserRank> start = engine;
+    REQUIRE(runEnginePieces(shape, *ring, a, job.programs[0], engine) == "");
+    for (int call = 0; call < 3; ++call) {
+      std::vector<UserRank> interp = start;
+      for (const Status& s : job.run(interp)) REQUIRE(s.isOk());
+      REQUIRE(compareMemory(interp, engine, a.dtype) == "");
+    }
+    const auto* st =
+        reinterpret_cast<const peer::FifoState*>(job.arenas[0]->data() + job.layout.statesAt);
+    const uint64_t sent = p == Protocol::kSimple ? st[1 * 2].sent : st[1 * 2].llSent;
+    CHECK(sent > (uint64_t{1} << 32));  // rank 0 -> rank 1, channel 0, past 2^32
+  }
+}
+
+TEST_CASE("1,000 calls of alternating shapes on one set of arenas", "[peer]") {
+  // The counters persist from call to call (as in device memory across launches and graph
+  // replays): each call starts where the last one left every FIFO, whatever its size, protocol
+  // or algorithm.
+  const int n = 3;
+  peer::ArenaConfig arena = tinyArena(n, 2);
+  Job job(arena);
+  job.host.yieldPerMille = 5;
+  struct Variant {
+    std::vector<PeerProgram> programs;
+    CollShape shape;
+    Arith arith;
+    std::vector<UserRank> start, want;
+  };
+  std::vector<Variant> variants;
+  const struct {
+    Coll coll;
+    const char* algo;
+    size_t count;
+    Protocol p;
+    RedOp op;
+  } kinds[] = {{Coll::kAllReduce, "ring", 7, Protocol::kLowLatency, RedOp::kSum},
+               {Coll::kAllReduce, "ring", 301, Protocol::kSimple, RedOp::kMax},
+               {Coll::kAllGather, "ring", 33, Protocol::kSimple, RedOp::kSum},
+               {Coll::kReduceScatter, "ring", 5, Protocol::kLowLatency, RedOp::kAvg}};
+  for (const auto& k : kinds) {
+    const AlgorithmInfo* info = algo::find(k.coll, k.algo);
+    REQUIRE(info != nullptr);
+    Variant v;
+    v.shape = CollShape{k.coll, 0, n, k.count, DataType::kFloat32, k.op, 0, false};
+    v.arith = Arith{DataType::kFloat32, k.op, false};
+    REQUIRE(compileAll(job, *info, v.shape, compileConfig(arena, k.p, 2), nullptr) == "");
+    v.programs = std::move(job.programs);
+    v.start = layOut(v.shape, DataType::kFloat32);
+    v.want = v.start;
+    REQUIRE(runEnginePieces(v.shape, *info, v.arith, v.programs[0], v.want) == "");
+    variants.push_back(std::move(v));
+  }
+  for (int call = 0; call < 1000; ++call) {
+    Variant& v = variants[call % variants.size()];
+    job.programs.clear();
+    for (const auto& p : v.programs) job.programs.push_back(p);
+    std::vector<UserRank> users = v.start;
+    for (const Status& s : job.run(users)) REQUIRE(s.isOk());
+    INFO("call " << call);
+    REQUIRE(compareMemory(users, v.want, DataType::kFloat32) == "");
+  }
+}
+
+TEST_CASE("a rank that never calls: abort releases the waiting ranks and names the peer",
+          "[peer]") {
+  const AlgorithmInfo* ring = algo::find(Coll::kAllReduce, "ring");
+  for (Protocol p : {Protocol::kSimple, Protocol::kLowLatency}) {
+    const peer::ArenaConfig arena = tinyArena(3, 2);
+    Job job(arena);
+    const CollShape shape{Coll::kAllReduce, 0, 3, 100, DataType::kFloat32, RedOp::kSum, 0, false};
+    REQUIRE(compileAll(job, *ring, shape, compileConfig(arena, p, 2), nullptr) == "");
+    std::vector<UserRank> users = layOut(shape, DataType::kFloat32);
+    std::thread aborter([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      job.abort.store(1);
+    });
+    const auto t0 = Clock::now();
+    const std::vector<Status> st = job.run(users, {0, 1});  // rank 2 never runs
+    const auto took = Clock::now() - t0;
+    aborter.join();
+    CHECK(took < std::chrono::seconds(1) + std::chrono::milliseconds(100));
+    for (int r : {0, 1}) {
+      INFO(st[r].message());
+      CHECK(st[r].code() == Code::kInvalidUsage);
+      CHECK_THAT(st[r].message(), Catch::Contains("aborted while waiting for"));
+    }
+    // Rank 0 receives from rank 2 in the ring's first step: its record names rank 2.
+    CHECK_THAT(st[0].message(), Catch::Contains("data from peer 2"));
+  }
+}
+
+TEST_CASE("a rank that never calls: the others time out naming it", "[peer]") {
+  const AlgorithmInfo* ring = algo::find(Coll::kAllGather, "ring");
+  for (Protocol p : {Protocol::kSimple, Protocol::kLowLatency}) {
+    const peer::ArenaConfig arena = tinyArena(4, 1);
+    Job job(arena);
+    job.timeoutNs = 200'000'000;
+    const CollShape shape{Coll::kAllGather, 0, 4, 50, DataType::kFloat32, RedOp::kSum, 0, false};
+    REQUIRE(compileAll(job, *ring, shape, compileConfig(arena, p, 1), nullptr) == "");
+    std::vector<UserRank> users = layOut(shape, DataType::kFloat32);
+    const auto t0 = Clock::now();
+    const std::vector<Status> st = job.run(users, {0, 1, 2});  // rank 3 never runs
+    CHECK(Clock::now() - t0 < std::chrono::seconds(3));
+    // Rank 0 waits for data from rank 3 (its ring predecessor); rank 2 for room at rank 3 or
+    // for rank 1's data, which waits behind rank 0.
+    INFO(st[0].message());
+    CHECK(st[0].code() == Code::kTimeout);
+    CHECK_THAT(st[0].message(), Catch::Contains("data from peer 3") && Catch::Contains("rank 0"));
+    for (int r : {1, 2}) CHECK(st[r].code() == Code::kTimeout);
+  }
+}
+
+TEST_CASE("a program that does not fit its arena is refused before it moves data", "[peer]") {
+  const AlgorithmInfo* ring = algo::find(Coll::kAllReduce, "ring");
+  const peer::ArenaConfig arena = tinyArena(2, 1);
+  Job job(arena);
+  const CollShape shape{Coll::kAllReduce, 0, 2, 64, DataType::kFloat32, RedOp::kSum, 0, false};
+  PeerCompileConfig cfg = compileConfig(arena, Protocol::kSimple, 1);
+  cfg.payloadBytes = 64;  // the arena's slots carry 32
+  REQUIRE(compileAll(job, *ring, shape, cfg, nullptr) == "");
+  std::vector<UserRank> users = layOut(shape, DataType::kFloat32), before = users;
+  const std::vector<Status> st = job.run(users);
+  for (const Status& s : st) {
+    CHECK(s.code() == Code::kInternalError);
+    CHECK_THAT(s.message(), Catch::Contains("does not fit"));
+  }
+  CHECK(compareMemory(users, before, DataType::kFloat32) == "");
+}
+
+TEST_CASE("checkPairing finds a send without its receive", "[peer]") {
+  const AlgorithmInfo* ring = algo::find(Coll::kAllReduce, "ring");
+  const peer::ArenaConfig arena = tinyArena(3, 1);
+  Job job(arena);
+  const CollShape shape{Coll::kAllReduce, 0, 3, 30, DataType::kFloat32, RedOp::kSum, 0, false};
+  REQUIRE(compileAll(job, *ring, shape, compileConfig(arena, Protocol::kSimple, 1), nullptr) == "");
+  // Rank 1's programs for a call of another count: sizes differ on every FIFO it shares.
+  CollShape other = shape;
+  other.rank = 1;
+  other.count = 33;
+  auto wrong = compilePeer(other, *ring, compileConfig(arena, Protocol::kSimple, 1), nullptr);
+  REQUIRE(wrong.isOk());
+  std::vector<const PeerProgram*> ptrs{&job.programs[0], &wrong.value(), &job.programs[2]};
+  const Status s = checkPairing(ptrs);
+  CHECK(s.code() == Code::kInternalError);
+  CHECK_THAT(s.message(), Catch::Contains("FIFO"));
+}
+
+TEST_CASE("compilePeer's errors name the argument", "[peer]") {
+  const AlgorithmInfo* ring = algo::find(Coll::kAllReduce, "ring");
+  const PeerCompileConfig cfg = compileConfig(tinyArena(4, 1), Protocol::kSimple, 1);
+  CollShape s{Coll::kAllReduce, 0, 4, 10, DataType::kFloat32, RedOp::kSum, 0, false};
+  auto check = [](const Result<PeerProgram>& r, const char* text) {
+    REQUIRE_FALSE(r.isOk());
+    CHECK_THAT(r.status().message(), Catch::Contains(text));
+  };
+  CollShape big = s;
+  big.nranks = 17;
+  check(compilePeer(big, *ring, cfg, nullptr), "nranks=17");
+  PeerCompileConfig badCh = cfg;
+  badCh.channels = 0;
+  check(compilePeer(s, *ring, badCh, nullptr), "channels=0");
+  PeerCompileConfig badPayload = cfg;
+  badPayload.payloadBytes = 24;
+  check(compilePeer(s, *ring, badPayload, nullptr), "payloadBytes=24");
+  CollShape inPlace = s;
+  inPlace.inPlace = true;
+  const std::vector<std::byte> scalar = scalarOf(DataType::kFloat32);
+  check(compilePeer(inPlace, *ring, cfg, scalar.data()), "premulsum");
+  CollShape ag = s;
+  ag.coll = Coll::kAllGather;
+  check(compilePeer(ag, *ring, cfg, nullptr), "is for allreduce");
+  CollShape sr = s;
+  sr.coll = Coll::kSendRecv;
+  check(compilePeer(sr, *ring, cfg, nullptr), "coll=sendrecv");
+}
+
+}  // namespace tutti::device
