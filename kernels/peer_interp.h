@@ -191,7 +191,12 @@ class Interp {
                         uint32_t kind) {
     if (p_.lane() == 0 && l_.error != nullptr) {
       ErrorRecord* e = l_.error;
-      if (p_.claim(&e->claimed)) {
+      // The first failing channel writes the record. The claim is a device-memory word of the
+      // rank's arena (atomics on mapped host memory are not portable); a program refused before
+      // its arena is known writes without one.
+      uint32_t* claim =
+          own_ != nullptr ? reinterpret_cast<uint32_t*>(own_ + l_.layout.claimAt) : nullptr;
+      if (claim == nullptr || p_.claim(claim)) {
         e->rank = h_ != nullptr ? h_->rank : -1;
         e->channel = ch_;
         e->round = round_;

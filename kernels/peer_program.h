@@ -211,6 +211,7 @@ struct ArenaLayout {
   uint64_t slotsAt = 0;    // [sender][c][slots][slotBytes]
   uint64_t llAt = 0;       // [sender][c][llSlots][llLines][16 bytes]
   uint64_t scratchAt = 0;  // [c][scratchBytes]
+  uint64_t claimAt = 0;    // Counter: 0 -> 1 by the first channel that fails (device atomics)
   uint64_t bytes = 0;
 };
 
@@ -235,6 +236,8 @@ TUTTI_HD constexpr ArenaLayout arenaLayout(const ArenaConfig& c) {
   at = l.llAt + fifos * c.llSlots * static_cast<uint64_t>(c.llLines) * 16;
   l.scratchAt = alignUp(at, 256);
   at = l.scratchAt + static_cast<uint64_t>(c.channels) * c.scratchBytes;
+  l.claimAt = alignUp(at, 128);
+  at = l.claimAt + sizeof(Counter);
   l.bytes = alignUp(at, 256);
   return l;
 }

@@ -28,6 +28,8 @@ cat > "$out/run.sh" <<'RUN'
 #   run.sh external   PyTorch (2 processes on cuda:0) and CuPy (initAll on device 0 x4) on tutti
 #   run.sh mps S...   steps S with an MPS daemon running (private pipe directory)
 #   run.sh probe      tutti-gpu-probe
+#   run.sh peer       the peer executor (TUTTI_DEVICE_PATH=peer): nccl_device_test's thread-rank
+#                     cases, then allreduce sweeps of 2 and 4 thread ranks
 # Several steps may be given; the default is "tests perfs procperf external".
 cd "$(dirname "$0")"
 export LD_LIBRARY_PATH=$PWD/lib
@@ -83,6 +85,22 @@ mps() {
   unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
 }
 probe() { timeout 300 ./tutti-gpu-probe info; timeout 300 ./tutti-gpu-probe copy; }
+peer() {
+  # A kernel per rank waits for its peers' kernels: enough hardware queues that none queues
+  # behind a spinning peer (docs/GPU.md, the probe), and every wait bounded.
+  (
+    export TUTTI_DEVICE_PATH=peer CUDA_DEVICE_MAX_CONNECTIONS=32 TUTTI_TIMEOUT=20
+    timeout 300 ./nccl_device_test --durations yes \
+      "[clique]~*different things*,device memory: ranks of one process*" \
+      > "$log/peer_test.log" 2>&1
+    echo "nccl_device_test (peer) rc=$?"
+    grep -E "s: device|All tests|test cases|FAILED|failed checks" "$log/peer_test.log" | head -40
+    for n in 2 4; do
+      perf -c allreduce -n $n -m group -b 8 -e 1G -f 8
+      perf -c allreduce -n $n -m threads -b 8 -e 1M -f 8
+    done 2>&1 | tee "$log/peer_perf.txt"
+  )
+}
 [ $# -eq 0 ] && set -- tests perfs procperf external
 while [ $# -gt 0 ]; do
   echo "== $1 ($(date +%T))"

@@ -17,22 +17,6 @@ namespace {
 
 namespace prog = kernels::program;
 
-// The algorithm TUTTI_ALGO (or NCCL_ALGO) names for `coll` when it names exactly one.
-std::string requestedAlgorithm(Coll coll) {
-  static const algo::AlgoOverrides overrides = [] {
-    for (const char* var : {"TUTTI_ALGO", "NCCL_ALGO"}) {
-      const auto text = env::get({var});
-      if (!text || text->empty()) continue;
-      auto parsed = algo::parseAlgoOverrides(*text, var, /*strict=*/false);
-      if (parsed.isOk()) return parsed.value();
-    }
-    return algo::AlgoOverrides{};
-  }();
-  auto it = overrides.find(coll);
-  if (it == overrides.end() || it->second.exclude || it->second.names.size() != 1) return "";
-  return it->second.names.front();
-}
-
 bool sameShape(const Call& a, const Call& b) {
   return a.coll == b.coll && a.count == b.count && a.dtype == b.dtype && a.op == b.op &&
          a.root == b.root && a.preMul == b.preMul && (!a.preMul || a.scalar == b.scalar);
@@ -105,6 +89,21 @@ Result<std::vector<Pair>> pairUp(std::span<const std::vector<Call>> calls, int n
 
 }  // namespace
 
+std::string requestedAlgorithm(Coll coll) {
+  static const algo::AlgoOverrides overrides = [] {
+    for (const char* var : {"TUTTI_ALGO", "NCCL_ALGO"}) {
+      const auto text = env::get({var});
+      if (!text || text->empty()) continue;
+      auto parsed = algo::parseAlgoOverrides(*text, var, /*strict=*/false);
+      if (parsed.isOk()) return parsed.value();
+    }
+    return algo::AlgoOverrides{};
+  }();
+  auto it = overrides.find(coll);
+  if (it == overrides.end() || it->second.exclude || it->second.names.size() != 1) return "";
+  return it->second.names.front();
+}
+
 std::string describeCall(const Call& c) {
   const bool reduces =
       c.coll == Coll::kAllReduce || c.coll == Coll::kReduce || c.coll == Coll::kReduceScatter;
@@ -159,8 +158,7 @@ Status Composer::check(std::span<const std::vector<Call>> calls) const {
   return pairUp(calls, nranks_).status();
 }
 
-Status Composer::enqueue(std::span<const std::vector<Call>> calls, StreamOps& ops,
-                         Stream stream) {
+Status Composer::enqueue(std::span<const std::vector<Call>> calls, StreamOps& ops, Stream stream) {
   size_t n = 0;
   for (const Call& c : calls[0]) n += c.kind == Call::Kind::kColl;
   for (size_t i = 0; i < n; ++i) TUTTI_TRY(enqueueCollective(calls, i, ops, stream));
@@ -170,8 +168,13 @@ Status Composer::enqueue(std::span<const std::vector<Call>> calls, StreamOps& op
 Result<const CompiledCall*> Composer::compiled(const algo::CollShape& shape, const Call& c) {
   int64_t scalar = -1;  // the scalar's bytes (a dtype element is at most 8 bytes), or none
   if (c.preMul) std::memcpy(&scalar, c.scalar.data(), sizeof scalar);
-  const Key key{static_cast<int>(shape.coll), shape.count, static_cast<int>(shape.dtype),
-                static_cast<int>(shape.op), shape.root, shape.inPlace, scalar};
+  const Key key{static_cast<int>(shape.coll),
+                shape.count,
+                static_cast<int>(shape.dtype),
+                static_cast<int>(shape.op),
+                shape.root,
+                shape.inPlace,
+                scalar};
   std::lock_guard<std::mutex> lock(mu_);
   if (auto it = cache_.find(key); it != cache_.end()) return &it->second;
   TUTTI_TRY_ASSIGN(CompiledCall call, compileBest(shape, requestedAlgorithm(shape.coll),

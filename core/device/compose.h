@@ -18,13 +18,13 @@
 #include <span>
 #include <string>
 #include <tuple>
+#include <tutti/types.hpp>
 #include <vector>
 
 #include "base/batch_op.h"
 #include "base/status.h"
 #include "core/device/compile.h"
 #include "core/device/stream_ops.h"
-#include <tutti/types.hpp>
 
 namespace tutti::device {
 
@@ -79,6 +79,9 @@ class Composer {
   using Key = std::tuple<int, size_t, int, int, int, bool, int64_t>;
   std::map<Key, CompiledCall> cache_;  // node-based: entries never move
 };
+
+/// The algorithm TUTTI_ALGO (or NCCL_ALGO) names for `coll` when it names exactly one; "" else.
+std::string requestedAlgorithm(Coll coll);
 
 /// How long a rank waits for its peers before its call fails with Timeout: TUTTI_TIMEOUT seconds
 /// (0: forever).

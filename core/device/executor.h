@@ -12,6 +12,9 @@
 //   clique          ranks that are threads of one process on one GPU: one kernel per collective
 //                   for all of them (core/device/clique.h)
 //   process-clique  ranks that are processes of their own on one GPU (core/device/process_clique.h)
+//   peer            a kernel per rank, exchanging data with its peers' kernels through FIFOs in
+//                   device memory (core/device/peer.h; TUTTI_DEVICE_PATH=peer, threads of one
+//                   process)
 // The host executor (RoundRunner, core/engine.h) runs plans on host memory; the staged executor
 // reaches it through DeviceOwner::runHost.
 #pragma once
@@ -40,7 +43,7 @@ struct RankBatch {
 class Executor {
  public:
   virtual ~Executor() = default;
-  /// "staged", "clique", "process-clique": for messages.
+  /// "staged", "clique", "process-clique", "peer": for messages.
   virtual const char* name() const = 0;
   /// Enqueues the batches on their streams and returns without waiting for their results
   /// (a clique may wait for the other ranks' calls, as its header says). The batches are the

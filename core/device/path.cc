@@ -15,6 +15,7 @@
 #include "core/batch.h"
 #include "core/device/clique.h"
 #include "core/device/executor.h"
+#include "core/device/peer.h"
 #include "core/device/process_clique.h"
 #include "core/device/staged.h"
 
@@ -35,14 +36,18 @@ class DevicePath {
   std::unique_ptr<device::Executor> clique;
   const void* cliqueKey = nullptr;
   bool processClique = false;
+  /// Set once by joinDeviceClique (TUTTI_DEVICE_PATH=peer): every rank runs its own kernel.
+  std::unique_ptr<device::Executor> peer;
 };
 
 namespace {
 
 TUTTI_PARAM_STRING(kDevicePath, "TUTTI_DEVICE_PATH", nullptr, "NCCL", "auto",
-                   "device memory with ranks that are threads of one process on one GPU: auto "
-                   "(one kernel per collective for all of them) or staged (through pinned host "
-                   "memory and the host engine)");
+                   "device memory with several ranks: auto (ranks on one GPU: one kernel per "
+                   "collective for all of them; otherwise staged), staged (through pinned host "
+                   "memory and the host engine), or peer (ranks that are threads of one process, "
+                   "on one GPU or several that reach each other: a kernel per rank exchanging "
+                   "data through FIFOs in device memory; not yet run on a GPU)");
 
 // What each rank tells the others at init. Plain bytes: exchanged with an allgather of uint8.
 struct DeviceInfo {
@@ -51,6 +56,7 @@ struct DeviceInfo {
   std::array<uint8_t, 16> uuid{};  // the GPU's
   int32_t device = -1;             // -1: no GPU
   int32_t staged = 0;              // TUTTI_DEVICE_PATH=staged on this rank
+  int32_t peer = 0;                // TUTTI_DEVICE_PATH=peer on this rank
   uint64_t key = 0;                // rank 0's is the clique key
 };
 
@@ -63,6 +69,36 @@ uint64_t fnv1a(const std::string& s) {
 bool hasTask(const std::vector<BatchOp>& ops) {
   return std::any_of(ops.begin(), ops.end(),
                      [](const BatchOp& o) { return o.kind == BatchOp::Kind::kTask; });
+}
+
+// TUTTI_DEVICE_PATH=peer on every rank, all threads of this process: every rank allocates its
+// arena, then (all allocated) reaches the others'; a failure anywhere leaves every rank staged.
+Status joinPeer(DevicePath& path, Communicator& comm, int rank, int nranks, int device,
+                uint64_t key) {
+  auto agreed = [&](const Status& mine) -> Result<bool> {
+    const uint8_t ok = mine.isOk() ? 1 : 0;
+    std::vector<uint8_t> oks(nranks);
+    TUTTI_TRY(comm.allGather(&ok, oks.data(), 1, DataType::kUint8));
+    return std::all_of(oks.begin(), oks.end(), [](uint8_t v) { return v == 1; });
+  };
+  auto staged = [&](const Status& why) {
+    TUTTI_LOG_WARN(Subsys::kInit,
+                   "rank {}: TUTTI_DEVICE_PATH=peer, but the peer executor could not be set up "
+                   "({}); device memory takes the staged path",
+                   rank, why.isOk() ? "another rank failed" : why.message());
+    return Status::ok();
+  };
+  auto group = device::joinPeerGroup(key, nranks, rank, device, device::cudaPeerDevice(),
+                                     device::peerArenaConfig(nranks));
+  TUTTI_TRY_ASSIGN(const bool joined, agreed(group.status()));
+  if (!joined) return staged(group.status());
+  Status connected = device::connectPeerGroup(*group.value(), rank);
+  TUTTI_TRY_ASSIGN(const bool all, agreed(connected));
+  if (!all) return staged(connected);
+  path.peer = device::makePeerExecutor(std::move(group).value(), rank);
+  TUTTI_LOG_INFO(Subsys::kInit, "rank {}: peer executor, {} ranks as threads, device {}", rank,
+                 nranks, device);
+  return Status::ok();
 }
 
 }  // namespace
@@ -96,6 +132,7 @@ Status joinDeviceClique(DevicePath& path, Communicator& comm, int cudaDevice) {
   mine.host = fnv1a(hostId());
   mine.pid = static_cast<int64_t>(getpid());
   mine.staged = kDevicePath.get() == "staged" ? 1 : 0;
+  mine.peer = kDevicePath.get() == "peer" ? 1 : 0;
 #if TUTTI_HAVE_CUDA
   if (cudaDevicePresent() && cudaDevice >= 0) {
     cudaDeviceProp prop{};
@@ -112,13 +149,15 @@ Status joinDeviceClique(DevicePath& path, Communicator& comm, int cudaDevice) {
   if (rank == 0) mine.key = std::random_device{}() * 0x100000001ull ^ std::random_device{}();
   std::vector<DeviceInfo> all(nranks);
   TUTTI_TRY(comm.allGather(&mine, all.data(), sizeof(DeviceInfo), DataType::kUint8));
-  bool oneGpu = true, oneProcess = true, ownProcesses = true;
+  bool oneGpu = true, oneProcess = true, ownProcesses = true, peer = true;
   for (int r = 0; r < nranks; ++r) {
     const DeviceInfo& o = all[r];
     oneGpu = oneGpu && o.device >= 0 && !o.staged && o.host == all[0].host && o.uuid == all[0].uuid;
     oneProcess = oneProcess && o.pid == all[0].pid;
+    peer = peer && o.peer && o.device >= 0 && o.host == all[0].host;
     for (int q = 0; q < r; ++q) ownProcesses = ownProcesses && all[q].pid != o.pid;
   }
+  if (peer && oneProcess) return joinPeer(path, comm, rank, nranks, mine.device, all[0].key);
   if (!oneGpu || (!oneProcess && !ownProcesses)) return Status::ok();
   // A clique that cannot be formed leaves device memory to the staged executor.
   auto staged = [&](const char* what, const Status& why) {
@@ -163,9 +202,21 @@ Status submitDevice(std::span<DeviceBatch> batches, bool blocking) {
   };
   std::vector<Cliqued> cliqued;
   std::vector<bool> toClique(batches.size(), false);
+  // The peer executor takes whole batches of device collectives; each rank's kernel waits for
+  // its peers on the GPU, so no batch waits for another here.
   for (size_t i = 0; i < batches.size(); ++i) {
     DeviceBatch& b = batches[i];
-    if (!b.path->clique || !blocking || hasTask(b.ops)) continue;  // staged below
+    if (!b.path->peer || !blocking ||
+        !device::peerEligible(b.ops, b.path->owner.deviceRank(), b.path->owner.deviceRanks()))
+      continue;
+    const device::RankBatch rb{&b.path->owner, &b.ops, b.keepAlive};
+    note(b.path->peer->submit(std::span(&rb, 1)));
+    b.ops.clear();
+    toClique[i] = true;  // nothing left for the staged executor
+  }
+  for (size_t i = 0; i < batches.size(); ++i) {
+    DeviceBatch& b = batches[i];
+    if (toClique[i] || !b.path->clique || !blocking || hasTask(b.ops)) continue;  // staged below
     toClique[i] = true;
     std::vector<BatchOp> dev, host;
     for (BatchOp& o : b.ops) (o.device() ? dev : host).push_back(std::move(o));
@@ -205,6 +256,7 @@ Status submitDevice(std::span<DeviceBatch> batches, bool blocking) {
 
 void failDevicePath(DevicePath& path, const Status& why, bool abort) {
   if (path.clique) path.clique->fail(why, abort);
+  if (path.peer) path.peer->fail(why, abort);
 }
 
 }  // namespace tutti

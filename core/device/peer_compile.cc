@@ -122,7 +122,12 @@ struct Built {
   size_t maxScratch = 0;
 };
 
-Result<Built> buildAll(const CollShape& shape, const algo::AlgorithmInfo& algo, size_t count) {
+// Builds every rank's schedule for pieces of `count` elements and checks what the interpreter
+// needs of each (so that every rank accepts or declines a shape alike): no step reads and writes
+// partly overlapping elements, no round of more than kMaxRoundOps steps, and with premulsum no
+// step writes the input.
+Result<Built> buildAll(const CollShape& shape, const algo::AlgorithmInfo& algo, size_t count,
+                       bool preMul) {
   Built b;
   for (int r = 0; r < shape.nranks; ++r) {
     CollShape s = shape;
@@ -134,7 +139,24 @@ Result<Built> buildAll(const CollShape& shape, const algo::AlgorithmInfo& algo, 
     }
     Result<Schedule> sched = algo.build(s);
     if (!sched.isOk()) return sched.status();
-    b.maxScratch = std::max(b.maxScratch, sched.value().scratchCount);
+    const Schedule& sc = sched.value();
+    for (size_t ri = 0; ri < sc.rounds.size(); ++ri) {
+      size_t steps = 0;
+      for (const Step& st : sc.rounds[ri]) {
+        if (st.count == 0) continue;
+        ++steps;
+        TUTTI_TRY(checkOverlap(s, st, ri));
+        if (preMul && algo::writesDst(st.op) && st.dst == Buf::kInput)
+          return invalidUsage(
+              "{}: rank {} round {} writes the input, which premulsum reads "
+              "scaled",
+              kWhat, r, ri);
+      }
+      if (steps > static_cast<size_t>(peer::kMaxRoundOps))
+        return invalidUsage("{}: rank {} round {} has {} steps, more than {}", kWhat, r, ri, steps,
+                            peer::kMaxRoundOps);
+    }
+    b.maxScratch = std::max(b.maxScratch, sc.scratchCount);
     if (r == shape.rank) b.mine = std::move(sched).value();
   }
   return b;
@@ -203,7 +225,7 @@ Result<PeerProgram> compilePeer(const CollShape& shape, const algo::AlgorithmInf
   if (config.maxPieceCount != 0) piece = std::min(piece, config.maxPieceCount);
   std::map<uint64_t, Built> built;
   for (;;) {
-    TUTTI_TRY_ASSIGN(Built b, buildAll(shape, algo, piece));
+    TUTTI_TRY_ASSIGN(Built b, buildAll(shape, algo, piece, preMulScalar != nullptr));
     const uint64_t need = b.maxScratch * elem;
     if (need <= config.scratchBytes) {
       built.emplace(piece, std::move(b));
@@ -233,23 +255,15 @@ Result<PeerProgram> compilePeer(const CollShape& shape, const algo::AlgorithmInf
       const uint64_t n = pieces[k].count;
       auto it = built.find(n);
       if (it == built.end()) {
-        TUTTI_TRY_ASSIGN(Built b, buildAll(shape, algo, n));
+        TUTTI_TRY_ASSIGN(Built b, buildAll(shape, algo, n, preMulScalar != nullptr));
         it = built.emplace(n, std::move(b)).first;
       }
       const Schedule& sched = it->second.mine;
       scratchNeed = std::max<uint64_t>(scratchNeed, sched.scratchCount * elem);
-      CollShape sub = shape;
-      sub.count = n;
       for (size_t ri = 0; ri < sched.rounds.size(); ++ri) {
         const uint32_t first = static_cast<uint32_t>(ops.size());
         for (const Step& st : sched.rounds[ri]) {
           if (st.count == 0) continue;
-          TUTTI_TRY(checkOverlap(sub, st, ri));
-          if (preMulScalar != nullptr && algo::writesDst(st.op) && st.dst == Buf::kInput)
-            return invalidUsage(
-                "{}: rank {} round {} writes the input, which premulsum reads "
-                "scaled",
-                kWhat, shape.rank, ri);
           peer::Op op;
           op.kind = kindOf(st.op);
           op.src = static_cast<peer::BufKind>(st.src);
@@ -274,10 +288,7 @@ Result<PeerProgram> compilePeer(const CollShape& shape, const algo::AlgorithmInf
           ops.push_back(op);
         }
         const uint32_t nops = static_cast<uint32_t>(ops.size()) - first;
-        if (nops == 0) continue;
-        if (nops > static_cast<uint32_t>(peer::kMaxRoundOps))
-          return invalidUsage("{}: rank {} round {} has {} steps, more than {}", kWhat, shape.rank,
-                              ri, nops, peer::kMaxRoundOps);
+        if (nops == 0) continue;  // buildAll checked nops <= kMaxRoundOps
         rounds.push_back({first, nops, static_cast<uint32_t>(k), static_cast<uint32_t>(ri)});
       }
       if (holdsResult) {

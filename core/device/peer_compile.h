@@ -54,8 +54,9 @@ class PeerProgram {
 
 /// Compiles rank shape.rank's program of `algo` for `shape`.
 ///
-/// Every rank's schedule of every piece size is built (to size the scratch every rank needs
-/// alike); empty rounds and zero-count steps are dropped. avg compiles to sum plus a divide by
+/// Every rank's schedule of every piece size is built and checked (to size the scratch every rank
+/// needs alike, and so that every rank accepts or declines a shape alike); empty rounds and
+/// zero-count steps are dropped. avg compiles to sum plus a divide by
 /// nranks on the ranks that hold the result (nranks > 1), as the engine; premulsum
 /// (`preMulScalar` non-null: one element of shape.dtype, op kSum) scales every element read
 /// from the input, the engine's staging made implicit.

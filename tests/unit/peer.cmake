@@ -3,3 +3,6 @@
 # reference's arithmetic must not fuse into FMA (as device_compile_test).
 tutti_add_test(peer_test LABEL unit SOURCES peer_test.cc TIMEOUT 600)
 target_compile_options(peer_test PRIVATE -ffp-contract=off)
+# The peer executor (core/device/peer.h) on an emulated device: streams as worker threads,
+# kernels run by the host emulator.
+tutti_add_test(peer_executor_test LABEL unit SOURCES peer_executor_test.cc TIMEOUT 300)

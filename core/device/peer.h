@@ -1,0 +1,98 @@
+// File: core/device/peer.h
+// The peer executor: every rank runs its own kernel (kernels/peer_interp.h) that exchanges data
+// with its peers' kernels through FIFOs in each other's arenas, as NCCL does across GPUs. For
+// ranks that are threads of one process, on one GPU or on several GPUs that can reach each
+// other's memory (ncclCommInitAll over several devices, one thread per GPU). Each rank's arena
+// (FIFOs, counters, scratch; kernels/peer_program.h) and a program area are allocated on its GPU
+// when the communicator is made, and freed when the last rank of the group is gone: no CUDA
+// allocation, free or synchronisation happens while a kernel may wait. A collective is compiled
+// once per call shape (core/device/peer_compile.h), its program copied to the rank's program area
+// on the call's stream, and launched there; the FIFO counters live in device memory across calls,
+// so CUDA graphs replay correctly.
+//
+// Opt-in (TUTTI_DEVICE_PATH=peer) until it has run on a GPU: the code is compiled and its
+// protocol runs in the host emulator in CI, but no GPU has executed it yet (docs/GPU.md).
+//
+// Errors: a kernel that waits longer than TUTTI_TIMEOUT seconds (when set) for a peer, or that is
+// aborted, leaves an ErrorRecord in mapped host memory naming the rank, the op, the peer and what
+// it waited for; the rank's next call returns it (Timeout, InvalidUsage for an abort) and so does
+// every later call of every rank of the group (the FIFO counters are no longer consistent).
+// ncclCommAbort on any rank sets the group's abort flag: every waiting kernel of the group
+// returns within microseconds.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "base/batch_op.h"
+#include "base/status.h"
+#include "core/device/stream_ops.h"
+#include "kernels/peer_program.h"
+
+namespace tutti::device {
+
+class Executor;
+
+/// The device operations of the peer executor: CUDA's (cudaPeerDevice) or an emulation on CPU
+/// threads (tests/unit/peer_executor_test.cc). Called by the ranks' threads, each for its own
+/// device; implementations are thread-safe.
+class PeerDevice {
+ public:
+  virtual ~PeerDevice() = default;
+  virtual Status setDevice(int device) = 0;
+  virtual Result<int> currentDevice() = 0;
+  /// Zeroed device memory of the current device.
+  virtual Result<void*> allocDevice(size_t bytes) = 0;
+  virtual void freeDevice(void* p) = 0;
+  /// Zeroed pinned host memory that every device reads and writes at the same address (mapped,
+  /// portable, unified addressing).
+  virtual Result<void*> allocMapped(size_t bytes) = 0;
+  virtual void freeMapped(void* p) = 0;
+  /// Lets the current device reach `peer`'s memory: ok for the same device or when already
+  /// enabled; InvalidUsage naming both when the devices cannot reach each other.
+  virtual Status enablePeerAccess(int peer) = 0;
+  /// Copies `bytes` from pinned host memory to device memory, ordered on `s`.
+  virtual Status upload(void* dst, const void* src, size_t bytes, Stream s) = 0;
+  /// Enqueues one rank's program on `s` (kernels/peer_cuda.h's launchPeer).
+  virtual Status launch(const kernels::peer::Launch& l, const kernels::peer::ProgramHeader& h,
+                        Stream s) = 0;
+};
+
+/// CUDA's PeerDevice (the process-wide instance); nullptr in builds without CUDA.
+PeerDevice* cudaPeerDevice();
+
+/// The arena of a group of `nranks`: TUTTI_PEER_CHANNELS channels (default 8), FIFOs of 8 slots
+/// of 128 KiB (simple) and 8 slots of 512 data bytes (low latency), TUTTI_PEER_SCRATCH_BYTES of
+/// scratch per channel (default 4 MiB). About nranks * channels * 1.1 MiB + channels * scratch.
+kernels::peer::ArenaConfig peerArenaConfig(int nranks);
+
+/// Whether a batch can run on the peer executor: collectives only (sends, receives and tasks take
+/// the staged path), on one stream, every buffer the collective uses reachable by the GPU, no
+/// premulsum in place. Decided from the batch's operations alone, which every rank of a call
+/// shares (as the cliques' checks assume).
+bool peerEligible(const std::vector<BatchOp>& ops, int rank, int nranks);
+
+/// The ranks of one communicator that are threads of this process (the same `key` on every rank):
+/// created by the first rank to join; each rank allocates its arena and program area on
+/// `device`. After every rank has joined (the caller's barrier), each calls connect(). The group
+/// lives until its last rank's executor is destroyed. InvalidUsage for nranks outside [1,
+/// kMaxRanks], a rank outside [0, nranks), or a group of that key with another size; the
+/// device's errors.
+class PeerGroup;
+Result<std::shared_ptr<PeerGroup>> joinPeerGroup(uint64_t key, int nranks, int rank, int device,
+                                                 PeerDevice* dev,
+                                                 const kernels::peer::ArenaConfig& config);
+/// Lets `rank`'s device reach every other rank's arena (peer access where the devices differ).
+/// Collective after joinPeerGroup: the errors must be agreed on by the caller.
+Status connectPeerGroup(PeerGroup& group, int rank);
+
+/// The executor of one rank of a group: every collective of a submitted batch is compiled (once
+/// per shape), its program uploaded (once) and launched on the operation's stream. The
+/// algorithm: TUTTI_ALGO's for the collective, else a latency algorithm up to 64 KiB per rank
+/// and a bandwidth one above (docs/GPU.md); the low-latency protocol up to TUTTI_PEER_LL_BYTES
+/// (default 64 KiB) of call size; one channel per 512 KiB, up to the arena's.
+std::unique_ptr<Executor> makePeerExecutor(std::shared_ptr<PeerGroup> group, int rank);
+
+}  // namespace tutti::device

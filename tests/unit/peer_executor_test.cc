@@ -1,0 +1,372 @@
+// File: tests/unit/peer_executor_test.cc
+// The peer executor (core/device/peer.h) without a GPU: its device is emulated on CPU threads
+// (device memory is host memory, a stream is a worker thread running its queue in order, a
+// kernel launch runs the peer program in the host emulator, kernels/peer_host.h). Ranks are
+// threads of this process, as the executor takes them: they join one group, connect, and submit
+// batches of collectives as the NCCL layer's device path does. Checked: every collective's
+// result against the host engine on exact arithmetic (integer sum, float max), programs compiled
+// and uploaded once per shape and rank, counters carried across calls of many shapes, a group
+// of ranks on several emulated devices, abort releasing kernels that wait for a rank that never
+// calls, a kernel timeout reported by the rank's next call naming the peer, and the eligibility
+// rules.
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <condition_variable>
+#include <cstdlib>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include "core/batch.h"
+#include "core/device/executor.h"
+#include "core/device/peer.h"
+#include "kernels/peer_host.h"
+#include "tests/unit/engine_reference.h"
+
+namespace tutti::device {
+namespace {
+
+namespace peer = kernels::peer;
+using namespace tutti::test;  // NOLINT: the reference helpers
+
+// TUTTI_TIMEOUT is read once per process: 2 s for the kernel-timeout case below.
+const bool kTimeoutSet = [] { return setenv("TUTTI_TIMEOUT", "2", 1) == 0; }();
+
+// A stream: a worker thread that runs its tasks in order.
+class EmuStream {
+ public:
+  EmuStream() : thread_([this] { loop(); }) {}
+  ~EmuStream() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  void enqueue(std::function<void()> task) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      tasks_.push_back(std::move(task));
+    }
+    cv_.notify_all();
+  }
+  void sync() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return tasks_.empty() && !busy_; });
+  }
+
+ private:
+  void loop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      cv_.wait(lock, [&] { return stop_ || !tasks_.empty(); });
+      if (tasks_.empty()) return;
+      auto task = std::move(tasks_.front());
+      tasks_.pop_front();
+      busy_ = true;
+      lock.unlock();
+      task();
+      lock.lock();
+      busy_ = false;
+      cv_.notify_all();
+    }
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> tasks_;
+  bool busy_ = false, stop_ = false;
+  std::thread thread_;
+};
+
+class EmuDevice final : public PeerDevice {
+ public:
+  Status setDevice(int device) override {
+    current() = device;
+    return Status::ok();
+  }
+  Result<int> currentDevice() override { return current(); }
+  Result<void*> allocDevice(size_t bytes) override { return alloc(bytes); }
+  void freeDevice(void* p) override { release(p); }
+  Result<void*> allocMapped(size_t bytes) override { return alloc(bytes); }
+  void freeMapped(void* p) override { release(p); }
+  Status enablePeerAccess(int peerDevice) override {
+    if (unreachable_ >= 0 && (peerDevice == unreachable_ || current() == unreachable_))
+      return invalidUsage("device {} cannot access device {}", current(), peerDevice);
+    return Status::ok();
+  }
+  Status upload(void* dst, const void* src, size_t bytes, Stream s) override {
+    uploads_.fetch_add(1);
+    static_cast<EmuStream*>(s)->enqueue([=] { std::memcpy(dst, src, bytes); });
+    return Status::ok();
+  }
+  Status launch(const peer::Launch& l, const peer::ProgramHeader&, Stream s) override {
+    launches_.fetch_add(1);
+    static_cast<EmuStream*>(s)->enqueue([this, l] {
+      Status st = peer::runOnHost(l, peer::HostOptions{20, 7});
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!st.isOk()) kernelErrors_.push_back(st.message());
+    });
+    return Status::ok();
+  }
+
+  std::atomic<int> uploads_{0}, launches_{0};
+  int unreachable_ = -1;  // a device no other can reach
+  std::mutex mu_;
+  std::vector<std::string> kernelErrors_;
+
+ private:
+  static int& current() {
+    thread_local int d = 0;
+    return d;
+  }
+  static void* alloc(size_t bytes) {
+    void* p = ::operator new[](bytes, std::align_val_t{256});
+    std::memset(p, 0, bytes);
+    return p;
+  }
+  static void release(void* p) { ::operator delete[](p, std::align_val_t{256}); }
+};
+
+class FakeOwner final : public DeviceOwner {
+ public:
+  FakeOwner(int rank, int nranks) : rank_(rank), nranks_(nranks) {}
+  int deviceRank() const override { return rank_; }
+  int deviceRanks() const override { return nranks_; }
+  bool deviceAborted() const override { return aborted.load(); }
+  bool deviceReady() const override { return true; }
+  void post(std::function<void()> task, const CallArgs&) override { task(); }
+  Status runHost(std::vector<BatchOp>&) override { return internalError("not staged here"); }
+  void recordDeviceError(const Status& s, bool) override {
+    std::lock_guard<std::mutex> lock(mu);
+    if (recorded.isOk()) recorded = s;
+  }
+  std::atomic<bool> aborted{false};
+  std::mutex mu;
+  Status recorded;
+
+ private:
+  int rank_, nranks_;
+};
+
+peer::ArenaConfig smallArena(int nranks) {
+  peer::ArenaConfig c;
+  c.nranks = nranks;
+  c.channels = 4;
+  c.slots = 4;
+  c.slotBytes = 256;
+  c.llSlots = 4;
+  c.llLines = 8;
+  c.scratchBytes = 64 << 10;
+  return c;
+}
+
+// n ranks on devices devices[r], joined and connected; one executor, owner and stream each.
+struct Group {
+  EmuDevice dev;
+  std::vector<std::unique_ptr<FakeOwner>> owners;
+  std::vector<std::unique_ptr<Executor>> executors;
+  std::vector<std::unique_ptr<EmuStream>> streams;
+  Status joined;
+
+  Group(int n, std::vector<int> devices, uint64_t key, int unreachable = -1) {
+    dev.unreachable_ = unreachable;
+    std::vector<std::shared_ptr<PeerGroup>> groups(n);
+    for (int r = 0; r < n; ++r) {
+      auto g = joinPeerGroup(key, n, r, devices[r], &dev, smallArena(n));
+      if (!g.isOk()) {
+        joined = g.status();
+        return;
+      }
+      groups[r] = std::move(g).value();
+    }
+    for (int r = 0; r < n; ++r) {
+      if (Status s = connectPeerGroup(*groups[r], r); !s.isOk() && joined.isOk()) joined = s;
+      owners.push_back(std::make_unique<FakeOwner>(r, n));
+      executors.push_back(makePeerExecutor(groups[r], r));
+      streams.push_back(std::make_unique<EmuStream>());
+    }
+  }
+
+  // Each rank submits its ops from its own thread (as one thread per GPU does), then the
+  // streams are drained. Returns each rank's submit status.
+  std::vector<Status> submit(std::vector<std::vector<BatchOp>>& ops, std::vector<int> which = {}) {
+    const int n = static_cast<int>(owners.size());
+    if (which.empty())
+      for (int r = 0; r < n; ++r) which.push_back(r);
+    std::vector<Status> out(n);
+    std::vector<std::thread> threads;
+    for (int r : which) {
+      threads.emplace_back([&, r] {
+        for (BatchOp& op : ops[r]) op.stream = streams[r].get();
+        const RankBatch rb{owners[r].get(), &ops[r], nullptr};
+        out[r] = executors[r]->submit(std::span(&rb, 1));
+      });
+    }
+    for (auto& t : threads) t.join();
+    for (int r : which) streams[r]->sync();
+    return out;
+  }
+};
+
+BatchOp collOp(Coll coll, UserRank& u, size_t count, DataType dtype, RedOp op, int root,
+               const char* api) {
+  BatchOp o;
+  o.kind = BatchOp::Kind::kColl;
+  o.coll = coll;
+  o.send = u.send();
+  o.recv = u.recv();
+  o.count = count;
+  o.dtype = dtype;
+  o.op = op;
+  o.root = root;
+  o.sendDevice = o.recvDevice = o.sendReachable = o.recvReachable = true;
+  o.api = api;
+  return o;
+}
+
+// One call of every rank: the executor's results against the engine's (on exact arithmetic the
+// algorithm and pieces do not matter).
+std::string runOnce(Group& g, Coll coll, size_t count, DataType dtype, RedOp op, int root,
+                    bool inPlace) {
+  const int n = static_cast<int>(g.owners.size());
+  CollShape shape{coll, 0, n, count, dtype, op, root, inPlace};
+  std::vector<UserRank> users = layOut(shape, dtype), want = users;
+  const AlgorithmInfo* ring = nullptr;
+  for (const AlgorithmInfo& info : algo::registry())
+    if (info.coll == coll && !info.loaded && (!info.supports || info.supports(shape))) {
+      ring = &info;
+      break;
+    }
+  if (ring == nullptr) return "no reference algorithm";
+  if (std::string err = runEngine(shape, *ring, Arith{dtype, op, false}, want); !err.empty())
+    return "engine: " + err;
+  std::vector<std::vector<BatchOp>> ops(n);
+  for (int r = 0; r < n; ++r)
+    ops[r].push_back(collOp(coll, users[r], count, dtype, op, root, "test"));
+  for (const Status& s : g.submit(ops))
+    if (!s.isOk()) return "submit: " + s.message();
+  {
+    std::lock_guard<std::mutex> lock(g.dev.mu_);
+    if (!g.dev.kernelErrors_.empty()) return "kernel: " + g.dev.kernelErrors_.front();
+  }
+  return compareMemory(users, want, dtype);
+}
+
+}  // namespace
+
+TEST_CASE("peer executor: every collective, exact against the host engine", "[peer]") {
+  Group g(4, {0, 0, 0, 0}, 0x1001);
+  REQUIRE(g.joined.isOk());
+  for (Coll coll : kColls)
+    for (size_t count : {size_t{1}, size_t{37}, size_t{5000}, size_t{20000}})
+      for (bool inPlace : {false, true}) {
+        if (inPlace && (!inPlaceDefined(coll) || coll == Coll::kAllToAll)) continue;
+        for (int root : {0, 3}) {
+          if (root != 0 && !rooted(coll)) continue;
+          const DataType dtype = reducing(coll) ? DataType::kInt32 : DataType::kFloat32;
+          INFO(fmt::format("{} count={} root={} {}", collName(coll), count, root,
+                           inPlace ? "in place" : "out of place"));
+          REQUIRE(runOnce(g, coll, count, dtype, RedOp::kSum, root, inPlace) == "");
+        }
+      }
+}
+
+TEST_CASE("peer executor: one program per shape, counters carried across calls", "[peer]") {
+  Group g(3, {0, 0, 0}, 0x1002);
+  REQUIRE(g.joined.isOk());
+  for (int round = 0; round < 20; ++round) {
+    for (size_t count : {size_t{3}, size_t{100}, size_t{40000}})
+      REQUIRE(runOnce(g, Coll::kAllReduce, count, DataType::kFloat32, RedOp::kMax, 0, false) == "");
+    REQUIRE(runOnce(g, Coll::kAllGather, 77, DataType::kFloat32, RedOp::kSum, 0, false) == "");
+  }
+  CHECK(g.dev.uploads_.load() == 4 * 3);  // 4 shapes, 3 ranks, each uploaded once
+  CHECK(g.dev.launches_.load() == 20 * 4 * 3);
+}
+
+TEST_CASE("peer executor: ranks on several devices", "[peer]") {
+  Group g(4, {0, 1, 2, 3}, 0x1003);
+  REQUIRE(g.joined.isOk());
+  REQUIRE(runOnce(g, Coll::kAllReduce, 9000, DataType::kInt64, RedOp::kSum, 0, true) == "");
+  REQUIRE(runOnce(g, Coll::kReduceScatter, 333, DataType::kInt32, RedOp::kSum, 0, false) == "");
+  // A device the others cannot reach: connect fails (the caller then takes the staged path).
+  Group bad(2, {0, 1}, 0x1004, /*unreachable=*/1);
+  CHECK(bad.joined.code() == Code::kInvalidUsage);
+  CHECK_THAT(bad.joined.message(), Catch::Contains("cannot access"));
+}
+
+TEST_CASE("peer executor: abort releases the kernels of every rank", "[peer]") {
+  Group g(3, {0, 0, 0}, 0x1005);
+  REQUIRE(g.joined.isOk());
+  const CollShape shape{Coll::kAllReduce, 0, 3, 1000, DataType::kFloat32, RedOp::kSum, 0, false};
+  std::vector<UserRank> users = layOut(shape, DataType::kFloat32);
+  std::vector<std::vector<BatchOp>> ops(3);
+  for (int r = 0; r < 3; ++r)
+    ops[r].push_back(collOp(Coll::kAllReduce, users[r], 1000, DataType::kFloat32, RedOp::kSum, 0,
+                            "ncclAllReduce"));
+  std::thread aborter([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    g.executors[2]->fail(invalidUsage("rank 2 aborted"), true);  // ncclCommAbort on rank 2
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  g.submit(ops, {0, 1});  // rank 2 never calls; its peers' kernels wait until the abort
+  aborter.join();
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(1200));
+  {
+    std::lock_guard<std::mutex> lock(g.dev.mu_);
+    REQUIRE(g.dev.kernelErrors_.size() == 2);
+    for (const std::string& e : g.dev.kernelErrors_) CHECK_THAT(e, Catch::Contains("aborted"));
+  }
+  // Every later call of every rank fails with the abort's reason.
+  std::vector<std::vector<BatchOp>> again = ops;
+  for (const Status& s : g.submit(again, {0, 1})) {
+    if (s.isOk()) continue;
+    CHECK(s.code() == Code::kInvalidUsage);
+    CHECK_THAT(s.message(), Catch::Contains("rank 2 aborted"));
+  }
+  CHECK_FALSE(g.owners[0]->recorded.isOk());
+}
+
+TEST_CASE("peer executor: a kernel that times out is reported by the next call", "[peer]") {
+  REQUIRE(kTimeoutSet);
+  Group g(2, {0, 0}, 0x1006);
+  REQUIRE(g.joined.isOk());
+  const CollShape shape{Coll::kBroadcast, 0, 2, 64, DataType::kFloat32, RedOp::kSum, 1, false};
+  std::vector<UserRank> users = layOut(shape, DataType::kFloat32);
+  std::vector<std::vector<BatchOp>> ops(2);
+  for (int r = 0; r < 2; ++r)
+    ops[r].push_back(
+        collOp(Coll::kBroadcast, users[r], 64, DataType::kFloat32, RedOp::kSum, 1, "ncclBcast"));
+  const auto t0 = std::chrono::steady_clock::now();
+  g.submit(ops, {0});  // the root (rank 1) never calls: rank 0's kernel waits 2 s, then fails
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(4));
+  std::vector<std::vector<BatchOp>> again = ops;
+  const Status s = g.submit(again, {0})[0];
+  CHECK(s.code() == Code::kTimeout);
+  CHECK_THAT(s.message(), Catch::Contains("rank 0") && Catch::Contains("data from peer 1"));
+}
+
+TEST_CASE("peer executor: which batches it takes", "[peer]") {
+  UserRank u;
+  u.mem.resize(64);
+  BatchOp a = collOp(Coll::kAllReduce, u, 4, DataType::kFloat32, RedOp::kSum, 0, "x");
+  CHECK(peerEligible({a, a}, 0, 2));
+  BatchOp send = a;
+  send.kind = BatchOp::Kind::kSend;
+  send.peer = 1;
+  CHECK_FALSE(peerEligible({a, send}, 0, 2));  // sends and receives: staged
+  BatchOp other = a;
+  other.stream = reinterpret_cast<void*>(0x10);
+  CHECK_FALSE(peerEligible({a, other}, 0, 2));  // two streams
+  BatchOp pm = a;
+  pm.preMul = true;
+  pm.recv = const_cast<void*>(pm.send);
+  CHECK_FALSE(peerEligible({pm}, 0, 2));  // premulsum in place
+  BatchOp host = a;
+  host.sendReachable = false;
+  CHECK_FALSE(peerEligible({host}, 0, 2));
+  CHECK_FALSE(peerEligible({}, 0, 2));
+}
+
+}  // namespace tutti::device
