@@ -25,13 +25,7 @@
 #include <cstdint>
 #include <tutti/types.hpp>
 
-#ifndef TUTTI_HD
-#if defined(__CUDACC__)
-#define TUTTI_HD __host__ __device__
-#else
-#define TUTTI_HD
-#endif
-#endif
+#include "kernels/host_device.h"
 
 namespace tutti::kernels::peer {
 

@@ -19,19 +19,12 @@
 #include <type_traits>
 
 #include "kernels/convert.h"
+#include "kernels/host_device.h"
 #include "kernels/program.h"
 #include "kernels/wrap_arith.h"
 
 #if defined(__CUDACC__)
 #include <cuda_fp16.h>
-#endif
-
-#ifndef TUTTI_HD
-#if defined(__CUDACC__)
-#define TUTTI_HD __host__ __device__
-#else
-#define TUTTI_HD
-#endif
 #endif
 
 namespace tutti::kernels::program {

@@ -1,8 +1,9 @@
 // File: core/device/cuda_stream_ops.cc
-// StreamOps over the CUDA runtime (core/device/stream_ops.h).
-#include "core/device/stream_ops.h"
-
+// The device executors' CUDA calls: StreamOps (core/device/stream_ops.h) and the peer executor's
+// PeerDevice (core/device/peer.h) over the CUDA runtime.
 #include "base/config.h"
+#include "core/device/peer.h"
+#include "core/device/stream_ops.h"
 
 #if TUTTI_HAVE_CUDA
 #include <cuda.h>
@@ -13,13 +14,20 @@
 #include <mutex>
 
 #include "kernels/cuda_program.h"
+#include "kernels/peer_cuda.h"
 #endif
 
 namespace tutti::device {
 
 #if !TUTTI_HAVE_CUDA
 
+PeerDevice* cudaPeerDevice() {
+  static CudaPeerDevice dev;
+  return &dev;
+}
+
 StreamOps* cudaStreamOps() { return nullptr; }
+PeerDevice* cudaPeerDevice() { return nullptr; }
 
 #else
 
@@ -52,14 +60,16 @@ Status driverFailure(const char* call, CUresult r) {
   return makeStatus(Code::kUnhandledCudaError, "{} failed: CUresult {}", call, static_cast<int>(r));
 }
 
+Status setCudaDevice(int device) {
+  int current = -1;
+  if (cudaGetDevice(&current) == cudaSuccess && current == device) return Status::ok();
+  if (cudaError_t e = cudaSetDevice(device); e != cudaSuccess) return failed("cudaSetDevice", e);
+  return Status::ok();
+}
+
 class CudaStreamOps final : public StreamOps {
  public:
-  Status setDevice(int device) override {
-    int current = -1;
-    if (cudaGetDevice(&current) == cudaSuccess && current == device) return Status::ok();
-    if (cudaError_t e = cudaSetDevice(device); e != cudaSuccess) return failed("cudaSetDevice", e);
-    return Status::ok();
-  }
+  Status setDevice(int device) override { return setCudaDevice(device); }
   Result<Event> createEvent() override {
     cudaEvent_t ev = nullptr;
     if (cudaError_t e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming); e != cudaSuccess)
@@ -74,8 +84,8 @@ class CudaStreamOps final : public StreamOps {
     return Status::ok();
   }
   Status wait(Stream s, Event e) override {
-    if (cudaError_t r = cudaStreamWaitEvent(static_cast<cudaStream_t>(s),
-                                            static_cast<cudaEvent_t>(e), 0);
+    if (cudaError_t r =
+            cudaStreamWaitEvent(static_cast<cudaStream_t>(s), static_cast<cudaEvent_t>(e), 0);
         r != cudaSuccess)
       return failed("cudaStreamWaitEvent", r);
     return Status::ok();
@@ -121,7 +131,8 @@ class CudaStreamOps final : public StreamOps {
     return Status::ok();
   }
   Result<void*> registerHost(void* p, size_t bytes) override {
-    if (cudaError_t e = cudaHostRegister(p, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable);
+    if (cudaError_t e =
+            cudaHostRegister(p, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable);
         e != cudaSuccess)
       return failed("cudaHostRegister", e);
     void* dev = nullptr;
@@ -136,7 +147,8 @@ class CudaStreamOps final : public StreamOps {
   }
   Result<Export> exportBuffer(const void* p) override {
     static const auto attrs = driverFunction<PointerAttrsFn>("cuPointerGetAttributes");
-    if (!attrs) return makeStatus(Code::kUnhandledCudaError, "cuPointerGetAttributes is not available");
+    if (!attrs)
+      return makeStatus(Code::kUnhandledCudaError, "cuPointerGetAttributes is not available");
     CUdeviceptr base = 0;
     unsigned long long id = 0;
     int ipc = 0;
@@ -163,8 +175,10 @@ class CudaStreamOps final : public StreamOps {
       std::array<std::byte, 64> bytes{};
       static_assert(sizeof(h) == 64);
       std::memcpy(bytes.data(), &h, sizeof h);
-      it = handles_.emplace(std::make_pair(static_cast<uint64_t>(base), static_cast<uint64_t>(id)),
-                            bytes).first;
+      it = handles_
+               .emplace(std::make_pair(static_cast<uint64_t>(base), static_cast<uint64_t>(id)),
+                        bytes)
+               .first;
     }
     e.handle = it->second;
     return e;
@@ -185,10 +199,89 @@ class CudaStreamOps final : public StreamOps {
  private:
   std::mutex mu_;  // handles_
   // IPC handles already made, by (allocation base, buffer id).
-  std::map<std::pair<uint64_t, uint64_t>, std::array<std::byte, 64>> handles_;
+  std::map<std::pair<uint64_t, uint64_t>, std::array<std::byte, 64> > handles_;
+};
+
+class CudaPeerDevice final : public PeerDevice {
+ public:
+  Status setDevice(int device) override { return setCudaDevice(device); }
+  Result<int> currentDevice() override {
+    int d = -1;
+    if (cudaError_t e = cudaGetDevice(&d); e != cudaSuccess) return failed("cudaGetDevice", e);
+    return d;
+  }
+  Result<void*> allocDevice(size_t bytes) override {
+    void* p = nullptr;
+    if (cudaError_t e = cudaMalloc(&p, bytes); e != cudaSuccess) return failed("cudaMalloc", e);
+    // Zeroed on a stream of its own that does not synchronise with the legacy default stream,
+    // and waited for alone: kernels of other communicators may be waiting for their peers.
+    cudaStream_t s = nullptr;
+    cudaError_t e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    if (e == cudaSuccess) e = cudaMemsetAsync(p, 0, bytes, s);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(s);
+    if (s != nullptr) cudaStreamDestroy(s);
+    if (e != cudaSuccess) {
+      cudaFree(p);
+      return failed("zeroing the peer arena", e);
+    }
+    return p;
+  }
+  void freeDevice(void* p) override { cudaFree(p); }
+  Result<void*> allocMapped(size_t bytes) override {
+    void* p = nullptr;
+    if (cudaError_t e = cudaHostAlloc(&p, bytes, cudaHostAllocMapped | cudaHostAllocPortable);
+        e != cudaSuccess)
+      return failed("cudaHostAlloc", e);
+    std::memset(p, 0, bytes);
+    void* dev = nullptr;
+    if (cudaError_t e = cudaHostGetDevicePointer(&dev, p, 0); e != cudaSuccess || dev != p) {
+      cudaFreeHost(p);
+      if (e != cudaSuccess) return failed("cudaHostGetDevicePointer", e);
+      return invalidUsage(
+          "peer executor: mapped host memory has another address on the device "
+          "(no unified addressing)");
+    }
+    return p;
+  }
+  void freeMapped(void* p) override { cudaFreeHost(p); }
+  Status enablePeerAccess(int peer) override {
+    int current = -1;
+    if (cudaError_t e = cudaGetDevice(&current); e != cudaSuccess)
+      return failed("cudaGetDevice", e);
+    if (peer == current) return Status::ok();
+    int can = 0;
+    if (cudaError_t e = cudaDeviceCanAccessPeer(&can, current, peer); e != cudaSuccess)
+      return failed("cudaDeviceCanAccessPeer", e);
+    if (!can)
+      return invalidUsage("peer executor: device {} cannot access device {}'s memory (no P2P)",
+                          current, peer);
+    const cudaError_t e = cudaDeviceEnablePeerAccess(peer, 0);
+    if (e == cudaErrorPeerAccessAlreadyEnabled) {
+      (void)cudaGetLastError();
+      return Status::ok();
+    }
+    if (e != cudaSuccess) return failed("cudaDeviceEnablePeerAccess", e);
+    return Status::ok();
+  }
+  Status upload(void* dst, const void* src, size_t bytes, Stream s) override {
+    if (cudaError_t e =
+            cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, static_cast<cudaStream_t>(s));
+        e != cudaSuccess)
+      return failed("cudaMemcpyAsync", e);
+    return Status::ok();
+  }
+  Status launch(const kernels::peer::Launch& l, const kernels::peer::ProgramHeader& h,
+                Stream s) override {
+    return kernels::cuda::launchPeer(l, h, s);
+  }
 };
 
 }  // namespace
+
+PeerDevice* cudaPeerDevice() {
+  static CudaPeerDevice dev;
+  return &dev;
+}
 
 StreamOps* cudaStreamOps() {
   static CudaStreamOps ops;

@@ -13,80 +13,29 @@
 // Process clique (processes emulated by threads that share only the clique's shared memory):
 // every collective and grouped send/recv, 1000 back-to-back calls, calls that differ, and aborts
 // that release the leader waiting for a post and a rank's stream waiting for the leader.
-#include <catch2/catch.hpp>
+#include "core/device/clique.h"
 
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <functional>
 #include <map>
 #include <mutex>
 #include <random>
-#include <cstring>
 #include <thread>
 
-#include "core/device/clique.h"
 #include "core/device/process_clique.h"
 #include "kernels/program_host.h"
+#include "tests/unit/emu_stream.h"
 
 namespace tutti::device {
 namespace {
 
 // ---- emulated streams ----
 
-class EmuStream {
- public:
-  explicit EmuStream(uint32_t seed) : rng_(seed), thread_([this] { loop(); }) {}
-  ~EmuStream() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    thread_.join();
-  }
-  void enqueue(std::function<void()> task) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      q_.push_back(std::move(task));
-      ++queued_;
-    }
-    cv_.notify_all();
-  }
-  void synchronize() {
-    std::unique_lock<std::mutex> lock(mu_);
-    const uint64_t target = queued_;
-    idle_.wait(lock, [&] { return ran_ >= target; });
-  }
-
- private:
-  void loop() {
-    for (;;) {
-      std::function<void()> task;
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [&] { return stop_ || !q_.empty(); });
-        if (q_.empty()) return;
-        task = std::move(q_.front());
-        q_.pop_front();
-      }
-      if (rng_() % 4 == 0) std::this_thread::sleep_for(std::chrono::microseconds(rng_() % 200));
-      task();
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        ++ran_;
-      }
-      idle_.notify_all();
-    }
-  }
-  std::mt19937 rng_;
-  std::mutex mu_;
-  std::condition_variable cv_, idle_;
-  std::deque<std::function<void()>> q_;
-  uint64_t queued_ = 0, ran_ = 0;
-  bool stop_ = false;
-  std::thread thread_;
-};
+using test::EmuStream;
 
 struct EmuEvent {
   std::mutex mu;
@@ -209,7 +158,9 @@ struct Rank {
 
 // A rank's input value at element i of call k (small integers: sums, products and maxima are
 // exact in int32 and in float32, so every algorithm gives the same answer).
-int32_t value(int rank, size_t i, int k) { return static_cast<int32_t>((rank + 1) * 3 + i % 7 + k % 5); }
+int32_t value(int rank, size_t i, int k) {
+  return static_cast<int32_t>((rank + 1) * 3 + i % 7 + k % 5);
+}
 
 // The expected output of collective `coll` (int32 sum) on `rank` for inputs `value(., ., k)`.
 std::vector<int32_t> expected(Coll coll, int rank, int n, size_t count, int root, int k) {
@@ -454,15 +405,15 @@ TEST_CASE("clique: 1000 back-to-back calls of alternating sizes", "[clique]") {
   ThreadRanks t(n, 400);
   std::atomic<int> wrong{0}, failed{0};
   t.onThreads([&](int r) {
-    backToBack(t.ranks[r], r, n, [&](const Call& c) { return t.submit(r, c); }, failed, wrong);
+    backToBack(
+        t.ranks[r], r, n, [&](const Call& c) { return t.submit(r, c); }, failed, wrong);
   });
   CHECK(failed.load() == 0);
   CHECK(wrong.load() == 0);
   CHECK(t.ops.launchFailures.load() == 0);
 }
 
-TEST_CASE("clique: ranks that call different things all get the error, nothing runs",
-          "[clique]") {
+TEST_CASE("clique: ranks that call different things all get the error, nothing runs", "[clique]") {
   constexpr int n = 3;
   ThreadRanks t(n, 500);
   std::vector<Status> st(n);
@@ -492,8 +443,7 @@ TEST_CASE("clique: a capture that holds only some ranks' streams is refused", "[
   CHECK(t.ops.launches.load() == 0);
 }
 
-TEST_CASE("clique: an abort releases a rank that waits for a peer that never calls",
-          "[clique]") {
+TEST_CASE("clique: an abort releases a rank that waits for a peer that never calls", "[clique]") {
   ThreadRanks t(2, 700);
   std::atomic<bool> aborted{false};
   std::thread aborter([&] {
@@ -562,10 +512,9 @@ class ThreadAllgather {
 
 std::unique_ptr<ProcessClique> makeProcessRank(uint64_t key, int n, int r, EmuOps& ops,
                                                ThreadAllgather& ag) {
-  auto c = ProcessClique::create(key, n, r, 0, std::vector<int64_t>(n, getpid()), &ops,
-                                 [&ag, r](const void* in, void* out, size_t bytes) {
-                                   return ag(r, in, out, bytes);
-                                 });
+  auto c = ProcessClique::create(
+      key, n, r, 0, std::vector<int64_t>(n, getpid()), &ops,
+      [&ag, r](const void* in, void* out, size_t bytes) { return ag(r, in, out, bytes); });
   if (!c.isOk()) {
     FAIL_CHECK("rank " << r << ": " << c.status().toString());
     return nullptr;
@@ -638,8 +587,8 @@ TEST_CASE("process clique: 1000 back-to-back calls of alternating sizes", "[cliq
   setUp(ranks, 900);
   std::atomic<int> wrong{0}, failed{0};
   processRanks(ops, ranks, [&](int r, ProcessClique& clique) {
-    backToBack(ranks[r], r, n, [&](const Call& c) { return clique.submit({c}, nullptr); },
-               failed, wrong);
+    backToBack(
+        ranks[r], r, n, [&](const Call& c) { return clique.submit({c}, nullptr); }, failed, wrong);
   });
   CHECK(failed.load() == 0);
   CHECK(wrong.load() == 0);
@@ -655,7 +604,7 @@ TEST_CASE("process clique: calls that differ fail on the leader, then on every r
   ThreadAllgather barrier(n);
   processRanks(ops, ranks, [&](int r, ProcessClique& clique) {
     first[r] = clique.submit({makeCall(Coll::kAllReduce, ranks[r], r == 1 ? 9 : 8, 0)}, nullptr);
-    ranks[r].stream->synchronize();  // every stream is released although the call failed
+    ranks[r].stream->synchronize();       // every stream is released although the call failed
     (void)barrier(r, &r, &second[0], 0);  // the leader has failed the clique by now
     second[r] = clique.submit({makeCall(Coll::kAllReduce, ranks[r], 8, 0)}, nullptr);
   });
@@ -670,8 +619,7 @@ TEST_CASE("process clique: calls that differ fail on the leader, then on every r
 }
 
 // Two process ranks' cliques made on two threads (creation is collective).
-std::pair<std::unique_ptr<ProcessClique>, std::unique_ptr<ProcessClique>> processPair(
-    EmuOps& ops) {
+std::pair<std::unique_ptr<ProcessClique>, std::unique_ptr<ProcessClique>> processPair(EmuOps& ops) {
   ThreadAllgather ag(2);
   const uint64_t key = ++gKey;
   std::unique_ptr<ProcessClique> peer;

@@ -29,13 +29,6 @@ namespace tutti::device {
 namespace {
 
 namespace prog = kernels::program;
-using algo::AlgorithmInfo;
-using algo::Buf;
-using algo::CollShape;
-using algo::Op;
-using algo::Schedule;
-using algo::Step;
-
 using namespace tutti::test;  // NOLINT: the reference helpers
 
 // Runs the compiled call on a copy of the users' buffers with the CPU evaluator.

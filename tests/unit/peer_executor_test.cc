@@ -11,9 +11,7 @@
 // rules.
 #include <atomic>
 #include <catch2/catch.hpp>
-#include <condition_variable>
 #include <cstdlib>
-#include <deque>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -22,6 +20,7 @@
 #include "core/device/executor.h"
 #include "core/device/peer.h"
 #include "kernels/peer_host.h"
+#include "tests/unit/emu_stream.h"
 #include "tests/unit/engine_reference.h"
 
 namespace tutti::device {
@@ -33,52 +32,7 @@ using namespace tutti::test;  // NOLINT: the reference helpers
 // TUTTI_TIMEOUT is read once per process: 2 s for the kernel-timeout case below.
 const bool kTimeoutSet = [] { return setenv("TUTTI_TIMEOUT", "2", 1) == 0; }();
 
-// A stream: a worker thread that runs its tasks in order.
-class EmuStream {
- public:
-  EmuStream() : thread_([this] { loop(); }) {}
-  ~EmuStream() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    thread_.join();
-  }
-  void enqueue(std::function<void()> task) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      tasks_.push_back(std::move(task));
-    }
-    cv_.notify_all();
-  }
-  void sync() {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return tasks_.empty() && !busy_; });
-  }
-
- private:
-  void loop() {
-    std::unique_lock<std::mutex> lock(mu_);
-    for (;;) {
-      cv_.wait(lock, [&] { return stop_ || !tasks_.empty(); });
-      if (tasks_.empty()) return;
-      auto task = std::move(tasks_.front());
-      tasks_.pop_front();
-      busy_ = true;
-      lock.unlock();
-      task();
-      lock.lock();
-      busy_ = false;
-      cv_.notify_all();
-    }
-  }
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> tasks_;
-  bool busy_ = false, stop_ = false;
-  std::thread thread_;
-};
+using test::EmuStream;
 
 class EmuDevice final : public PeerDevice {
  public:
@@ -185,7 +139,7 @@ struct Group {
       if (Status s = connectPeerGroup(*groups[r], r); !s.isOk() && joined.isOk()) joined = s;
       owners.push_back(std::make_unique<FakeOwner>(r, n));
       executors.push_back(makePeerExecutor(groups[r], r));
-      streams.push_back(std::make_unique<EmuStream>());
+      streams.push_back(std::make_unique<EmuStream>(static_cast<uint32_t>(key + r)));
     }
   }
 
@@ -205,7 +159,7 @@ struct Group {
       });
     }
     for (auto& t : threads) t.join();
-    for (int r : which) streams[r]->sync();
+    for (int r : which) streams[r]->synchronize();
     return out;
   }
 };
