@@ -263,11 +263,20 @@ class CudaPeerDevice final : public PeerDevice {
     if (e != cudaSuccess) return failed("cudaDeviceEnablePeerAccess", e);
     return Status::ok();
   }
-  Status upload(void* dst, const void* src, size_t bytes, Stream s) override {
-    if (cudaError_t e =
-            cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, static_cast<cudaStream_t>(s));
-        e != cudaSuccess)
-      return failed("cudaMemcpyAsync", e);
+  Status upload(void* dst, const void* src, size_t bytes) override {
+    // A stream of its own that does not synchronise with the legacy default stream, waited for
+    // alone; in relaxed capture mode, so that a first call inside a graph capture may upload
+    // (as NCCL does for its own setup during captures).
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    if (cudaError_t e = cudaThreadExchangeStreamCaptureMode(&mode); e != cudaSuccess)
+      return failed("cudaThreadExchangeStreamCaptureMode", e);
+    cudaStream_t s = nullptr;
+    cudaError_t e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    if (e == cudaSuccess) e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(s);
+    if (s != nullptr) cudaStreamDestroy(s);
+    cudaThreadExchangeStreamCaptureMode(&mode);
+    if (e != cudaSuccess) return failed("uploading a peer program", e);
     return Status::ok();
   }
   Status launch(const kernels::peer::Launch& l, const kernels::peer::ProgramHeader& h,

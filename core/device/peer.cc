@@ -137,6 +137,7 @@ class PeerGroup {
       auto& reg = registry();
       if (auto it = reg.find(key_); it != reg.end() && it->second.expired()) reg.erase(it);
     }
+    const Result<int> previous = dev_->currentDevice();
     for (auto& r : ranks_) {
       if (r->device >= 0 && dev_->setDevice(r->device).isOk()) {
         if (r->arena) dev_->freeDevice(r->arena);
@@ -146,6 +147,7 @@ class PeerGroup {
       if (r->error) dev_->freeMapped(r->error);
     }
     if (abort_) dev_->freeMapped(abort_);
+    if (previous.isOk()) (void)dev_->setDevice(previous.value());
   }
 
   static std::mutex& registryMu() {
@@ -186,15 +188,19 @@ class PeerGroup {
 
   Status connect(int rank) {
     Rank& r = *ranks_[rank];
+    TUTTI_TRY_ASSIGN(const int previous, dev_->currentDevice());
     TUTTI_TRY(dev_->setDevice(r.device));
-    for (int q = 0; q < nranks_; ++q) {
+    Status st;
+    for (int q = 0; q < nranks_ && st.isOk(); ++q) {
       const Rank& o = *ranks_[q];
       if (o.arena == nullptr)
-        return internalError("peer group {:#x}: rank {} connects before rank {} has joined", key_,
-                             rank, q);
-      if (o.device != r.device) TUTTI_TRY(dev_->enablePeerAccess(o.device));
+        st = internalError("peer group {:#x}: rank {} connects before rank {} has joined", key_,
+                           rank, q);
+      else if (o.device != r.device)
+        st = dev_->enablePeerAccess(o.device);
     }
-    return Status::ok();
+    if (Status back = dev_->setDevice(previous); st.isOk()) st = back;
+    return st;
   }
 
   Status failure() {
@@ -244,7 +250,7 @@ class PeerGroup {
  private:
   uint64_t timeoutNs() const { return static_cast<uint64_t>(waitLimit().count()) * 1000000ull; }
 
-  Result<const Placed*> program(int rank, Rank& r, const BatchOp& op, Stream stream) {
+  Result<const Placed*> program(int rank, Rank& r, const BatchOp& op) {
     const bool inPlace = inPlaceOn(op, rank, nranks_);
     int64_t scalar = -1;
     if (op.preMul) std::memcpy(&scalar, op.scalar.data(), dataTypeBytes(op.dtype));
@@ -285,7 +291,7 @@ class PeerGroup {
             "TUTTI_PEER_PROGRAM_BYTES) is full after {} call shapes",
             op.api, rank, programBytes_, r.cache.size());
       std::memcpy(r.mirror + r.used, p.header(), p.bytes());
-      TUTTI_TRY(dev_->upload(r.programs + r.used, r.mirror + r.used, p.bytes(), stream));
+      TUTTI_TRY(dev_->upload(r.programs + r.used, r.mirror + r.used, p.bytes()));
       Placed placed;
       placed.offset = r.used;
       placed.header = *p.header();
@@ -305,7 +311,7 @@ class PeerGroup {
   }
 
   Status launch(int rank, Rank& r, const BatchOp& op) {
-    TUTTI_TRY_ASSIGN(const Placed* placed, program(rank, r, op, op.stream));
+    TUTTI_TRY_ASSIGN(const Placed* placed, program(rank, r, op));
     peer::Launch l;
     l.program = reinterpret_cast<const peer::ProgramHeader*>(r.programs + placed->offset);
     l.input = op.send;

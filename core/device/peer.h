@@ -53,8 +53,10 @@ class PeerDevice {
   /// Lets the current device reach `peer`'s memory: ok for the same device or when already
   /// enabled; InvalidUsage naming both when the devices cannot reach each other.
   virtual Status enablePeerAccess(int peer) = 0;
-  /// Copies `bytes` from pinned host memory to device memory, ordered on `s`.
-  virtual Status upload(void* dst, const void* src, size_t bytes, Stream s) = 0;
+  /// Copies `bytes` from pinned host memory to the current device's memory and waits for that
+  /// copy alone (on a stream of its own, also while a graph is being captured): every kernel
+  /// launched afterwards, on any stream, sees it. Nothing else is waited for.
+  virtual Status upload(void* dst, const void* src, size_t bytes) = 0;
   /// Enqueues one rank's program on `s` (kernels/peer_cuda.h's launchPeer).
   virtual Status launch(const kernels::peer::Launch& l, const kernels::peer::ProgramHeader& h,
                         Stream s) = 0;
