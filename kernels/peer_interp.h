@@ -173,9 +173,15 @@ class Interp {
     } else if (b == BufKind::kOutput) {
       v.base = static_cast<unsigned char*>(l_.output);
       v.blocked = h_->outputBlocked != 0;
-    } else {
+    } else if (b == BufKind::kScratch) {
       v.base =
           own_ + l_.layout.scratchAt + static_cast<uint64_t>(ch_) * l_.layout.config.scratchBytes;
+      v.c0 = 0;
+      v.blocked = false;
+    } else {  // a launch buffer: its elements from 0, whatever the piece
+      const uint32_t k = static_cast<uint32_t>(b) - kFirstBuffer;
+      v.base = k < static_cast<uint32_t>(kMaxBuffers) ? static_cast<unsigned char*>(l_.buffers[k])
+                                                      : nullptr;
       v.c0 = 0;
       v.blocked = false;
     }

@@ -46,8 +46,11 @@ enum class OpKind : uint8_t {
   kDivide,          // dst = dst / divisor (avg)
 };
 
-/// Buffers an op names (algo::Buf's values).
+/// Buffers an op names: algo::Buf's values, then the launch's own buffers
+/// (Launch::buffers[b - kFirstBuffer]: the messages of grouped sends and receives).
 enum class BufKind : uint8_t { kInput = 0, kOutput = 1, kScratch = 2 };
+inline constexpr uint8_t kFirstBuffer = 3;
+inline constexpr int kMaxBuffers = 64;
 
 /// Protocols (both sides of every FIFO use the call's protocol).
 ///  kSimple: slots of slotBytes; the sender writes a slot, then releases the FIFO's tail counter
@@ -243,6 +246,9 @@ struct Launch {
   void* output = nullptr;                  // the user's recv buffer
   /// Every rank's arena as this rank addresses it (its own included).
   unsigned char* arenas[kMaxRanks] = {};
+  /// Buffers ops name as BufKind(kFirstBuffer + i), addressed from their element 0 (grouped
+  /// sends and receives: each message's own buffer).
+  void* buffers[kMaxBuffers] = {};
   ArenaLayout layout;
   /// This rank's failure record (zeroed before the first launch; a failed run leaves it set and
   /// the arena unusable).

@@ -21,11 +21,6 @@ namespace tutti::device {
 
 #if !TUTTI_HAVE_CUDA
 
-PeerDevice* cudaPeerDevice() {
-  static CudaPeerDevice dev;
-  return &dev;
-}
-
 StreamOps* cudaStreamOps() { return nullptr; }
 PeerDevice* cudaPeerDevice() { return nullptr; }
 

@@ -100,8 +100,8 @@ peer::ArenaConfig peerArenaConfig(int nranks) {
 bool peerEligible(const std::vector<BatchOp>& ops, int rank, int nranks) {
   if (ops.empty()) return false;
   for (const BatchOp& op : ops) {
-    if (op.kind != BatchOp::Kind::kColl || op.stream != ops.front().stream) return false;
-    if (op.preMul && inPlaceOn(op, rank, nranks)) return false;
+    if (op.kind == BatchOp::Kind::kTask || op.stream != ops.front().stream) return false;
+    if (op.kind == BatchOp::Kind::kColl && op.preMul && inPlaceOn(op, rank, nranks)) return false;
     const auto [in, out] = op.ioBytes(rank, nranks);
     if ((in > 0 && !op.sendReachable) || (out > 0 && !op.recvReachable)) return false;
   }
@@ -112,12 +112,13 @@ class PeerGroup {
  public:
   struct Rank {
     int device = -1;
-    unsigned char* arena = nullptr;      // device memory of `device`
-    unsigned char* programs = nullptr;   // device memory of `device`
-    unsigned char* mirror = nullptr;     // mapped host memory: what `programs` holds
-    peer::ErrorRecord* error = nullptr;  // mapped host memory
-    uint64_t used = 0;                   // bytes of `programs` placed
-    std::map<Key, Placed> cache;
+    unsigned char* arena = nullptr;              // device memory of `device`
+    unsigned char* programs = nullptr;           // device memory of `device`
+    unsigned char* mirror = nullptr;             // mapped host memory: what `programs` holds
+    peer::ErrorRecord* error = nullptr;          // mapped host memory
+    uint64_t used = 0;                           // bytes of `programs` placed
+    std::map<Key, Placed> cache;                 // collectives
+    std::map<std::string, Placed> messageCache;  // batches of sends and receives
     std::mutex mu;  // the above: one thread per rank at a time, but a group may span threads
   };
 
@@ -238,11 +239,19 @@ class PeerGroup {
     std::lock_guard<std::mutex> lock(r.mu);
     TUTTI_TRY_ASSIGN(const int previous, dev_->currentDevice());
     TUTTI_TRY(dev_->setDevice(r.device));
+    // The collectives in issue order, then every send and receive as one program (as the host
+    // path runs a batch: core/batch.h).
     Status st;
+    std::vector<const BatchOp*> messages;
     for (const BatchOp& op : ops) {
+      if (op.kind != BatchOp::Kind::kColl) {
+        messages.push_back(&op);
+        continue;
+      }
       st = launch(rank, r, op);
       if (!st.isOk()) break;
     }
+    if (st.isOk() && !messages.empty()) st = launchMessages(rank, r, messages);
     if (Status back = dev_->setDevice(previous); st.isOk()) st = back;
     return st;
   }
@@ -284,19 +293,7 @@ class PeerGroup {
         continue;
       }
       const PeerProgram& p = compiled.value();
-      const uint64_t bytes = peer::alignUp(p.bytes(), 256);
-      if (r.used + bytes > programBytes_)
-        return invalidUsage(
-            "{}: rank {}: the peer program area ({} bytes, "
-            "TUTTI_PEER_PROGRAM_BYTES) is full after {} call shapes",
-            op.api, rank, programBytes_, r.cache.size());
-      std::memcpy(r.mirror + r.used, p.header(), p.bytes());
-      TUTTI_TRY(dev_->upload(r.programs + r.used, r.mirror + r.used, p.bytes()));
-      Placed placed;
-      placed.offset = r.used;
-      placed.header = *p.header();
-      placed.algorithm = p.algorithm();
-      r.used += bytes;
+      TUTTI_TRY_ASSIGN(Placed placed, place(r, p, op.api, rank));
       TUTTI_LOG_INFO(Subsys::kTuning,
                      "peer group {:#x} rank {}: {} of {} {}{}: {} ({}, {} channels, {} pieces)",
                      key_, rank, collInfo(op.coll).name, op.count, dataTypeName(op.dtype),
@@ -310,17 +307,77 @@ class PeerGroup {
                         : first;
   }
 
-  Status launch(int rank, Rank& r, const BatchOp& op) {
-    TUTTI_TRY_ASSIGN(const Placed* placed, program(rank, r, op));
+  // Places a compiled program in the rank's program area (once): copies it there and caches it.
+  Result<Placed> place(Rank& r, const PeerProgram& p, const char* api, int rank) {
+    const uint64_t bytes = peer::alignUp(p.bytes(), 256);
+    if (r.used + bytes > programBytes_)
+      return invalidUsage(
+          "{}: rank {}: the peer program area ({} bytes, "
+          "TUTTI_PEER_PROGRAM_BYTES) is full after {} programs",
+          api, rank, programBytes_, r.cache.size() + r.messageCache.size());
+    std::memcpy(r.mirror + r.used, p.header(), p.bytes());
+    TUTTI_TRY(dev_->upload(r.programs + r.used, r.mirror + r.used, p.bytes()));
+    Placed placed;
+    placed.offset = r.used;
+    placed.header = *p.header();
+    placed.algorithm = p.algorithm();
+    r.used += bytes;
+    return placed;
+  }
+
+  peer::Launch launchFor(Rank& r, const Placed& placed) const {
     peer::Launch l;
-    l.program = reinterpret_cast<const peer::ProgramHeader*>(r.programs + placed->offset);
-    l.input = op.send;
-    l.output = op.recv;
+    l.program = reinterpret_cast<const peer::ProgramHeader*>(r.programs + placed.offset);
     for (int q = 0; q < nranks_; ++q) l.arenas[q] = ranks_[q]->arena;
     l.layout = layout_;
     l.error = r.error;
     l.abortFlag = abort_;
     l.timeoutNs = timeoutNs();
+    return l;
+  }
+
+  // A batch's sends and receives: one program (the simple protocol, whatever the sizes: both
+  // sides of a FIFO must agree, and each knows only its own messages), cached by the sequence of
+  // (direction, peer, bytes); each message's buffer goes in the launch.
+  Status launchMessages(int rank, Rank& r, const std::vector<const BatchOp*>& msgs) {
+    const char* api = msgs.front()->api;
+    if (msgs.size() > static_cast<size_t>(peer::kMaxBuffers))
+      return invalidUsage(
+          "{}: rank {}: {} sends and receives in one group; the peer executor "
+          "takes at most {}",
+          api, rank, msgs.size(), peer::kMaxBuffers);
+    std::vector<PeerMessage> list;
+    std::string key;
+    for (size_t i = 0; i < msgs.size(); ++i) {
+      const BatchOp& op = *msgs[i];
+      const bool send = op.kind == BatchOp::Kind::kSend;
+      const uint64_t bytes = op.count * dataTypeBytes(op.dtype);
+      list.push_back({send, op.peer, bytes, static_cast<int>(i)});
+      key += fmt::format("{}{}:{},", send ? 's' : 'r', op.peer, bytes);
+    }
+    auto it = r.messageCache.find(key);
+    if (it == r.messageCache.end()) {
+      PeerCompileConfig cfg;
+      cfg.channels = layout_.config.channels;
+      cfg.protocol = peer::Protocol::kSimple;
+      cfg.payloadBytes = peer::payloadBytes(layout_.config, cfg.protocol);
+      cfg.messageBytesPerChannel = kBytesPerChannel;
+      TUTTI_TRY_ASSIGN(PeerProgram p, compilePeerMessages(rank, nranks_, list, cfg));
+      TUTTI_TRY_ASSIGN(Placed placed, place(r, p, api, rank));
+      it = r.messageCache.emplace(key, std::move(placed)).first;
+    }
+    peer::Launch l = launchFor(r, it->second);
+    for (size_t i = 0; i < msgs.size(); ++i)
+      l.buffers[i] =
+          msgs[i]->kind == BatchOp::Kind::kSend ? const_cast<void*>(msgs[i]->send) : msgs[i]->recv;
+    return dev_->launch(l, it->second.header, msgs.front()->stream);
+  }
+
+  Status launch(int rank, Rank& r, const BatchOp& op) {
+    TUTTI_TRY_ASSIGN(const Placed* placed, program(rank, r, op));
+    peer::Launch l = launchFor(r, *placed);
+    l.input = op.send;
+    l.output = op.recv;
     return dev_->launch(l, placed->header, op.stream);
   }
 

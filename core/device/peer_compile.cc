@@ -308,6 +308,105 @@ Result<PeerProgram> compilePeer(const CollShape& shape, const algo::AlgorithmInf
   return PeerBuilder::make(h, pieces, rounds, ops, algo.name);
 }
 
+Result<PeerProgram> compilePeerMessages(int rank, int nranks, std::span<const PeerMessage> msgs,
+                                        const PeerCompileConfig& config) {
+  constexpr const char* kMsgs = "compilePeerMessages";
+  if (nranks < 1 || nranks > peer::kMaxRanks)
+    return invalidUsage("{}: nranks={} outside [1, {}]", kMsgs, nranks, peer::kMaxRanks);
+  if (rank < 0 || rank >= nranks)
+    return invalidUsage("{}: rank={} outside [0, {})", kMsgs, rank, nranks);
+  if (config.channels < 1 || config.channels > peer::kMaxChannels)
+    return invalidUsage("{}: channels={} outside [1, {}]", kMsgs, config.channels,
+                        peer::kMaxChannels);
+  if (config.payloadBytes == 0 || config.payloadBytes % 16 != 0)
+    return invalidUsage("{}: payloadBytes={} is not a positive multiple of 16", kMsgs,
+                        config.payloadBytes);
+  std::vector<const PeerMessage*> selfSends, selfRecvs;
+  for (size_t i = 0; i < msgs.size(); ++i) {
+    const PeerMessage& m = msgs[i];
+    if (m.peer < 0 || m.peer >= nranks)
+      return invalidUsage("{}: message {} names peer {} outside [0, {})", kMsgs, i, m.peer, nranks);
+    if (m.buffer < 0 || m.buffer >= peer::kMaxBuffers)
+      return invalidUsage("{}: message {} names buffer {} outside [0, {})", kMsgs, i, m.buffer,
+                          peer::kMaxBuffers);
+    if (m.peer == rank) (m.send ? selfSends : selfRecvs).push_back(&m);
+  }
+  if (selfSends.size() != selfRecvs.size())
+    return invalidUsage("{}: rank {} sends {} messages to itself and receives {}", kMsgs, rank,
+                        selfSends.size(), selfRecvs.size());
+  for (size_t i = 0; i < selfSends.size(); ++i)
+    if (selfSends[i]->bytes != selfRecvs[i]->bytes)
+      return invalidUsage("{}: rank {}'s send {} to itself has {} bytes, its receive {}", kMsgs,
+                          rank, i, selfSends[i]->bytes, selfRecvs[i]->bytes);
+  const uint64_t bytesPerChannel = std::max<uint64_t>(config.messageBytesPerChannel, 1);
+  auto channelsOf = [&](uint64_t bytes) {
+    return std::clamp<uint64_t>(bytes / bytesPerChannel, 1, static_cast<uint64_t>(config.channels));
+  };
+  // One round per channel: the parts of every message, in batch order.
+  std::vector<std::vector<peer::Op>> parts(config.channels);
+  std::vector<std::vector<uint32_t>> sendSlot(config.channels, std::vector<uint32_t>(nranks, 0)),
+      recvSlot(config.channels, std::vector<uint32_t>(nranks, 0));
+  auto bufKind = [](int buffer) { return static_cast<peer::BufKind>(peer::kFirstBuffer + buffer); };
+  size_t selfIndex = 0;
+  for (const PeerMessage& m : msgs) {
+    if (m.peer == rank && !m.send) continue;  // a receive from itself pairs with a send
+    const PeerMessage* selfRecv = m.peer == rank ? selfRecvs[selfIndex++] : nullptr;
+    if (m.bytes == 0) continue;
+    const uint64_t k = channelsOf(m.bytes);
+    for (uint64_t c = 0; c < k; ++c) {
+      const uint64_t from = m.bytes * c / k, to = m.bytes * (c + 1) / k;
+      if (to == from) continue;
+      peer::Op op;
+      op.count = to - from;
+      op.srcOffset = op.dstOffset = from;
+      if (m.peer == rank) {
+        op.kind = peer::OpKind::kCopy;
+        op.src = bufKind(m.buffer);
+        op.dst = bufKind(selfRecv->buffer);
+      } else if (m.send) {
+        op.kind = peer::OpKind::kSend;
+        op.src = bufKind(m.buffer);
+        op.peer = op.sendPeer = static_cast<uint16_t>(m.peer);
+        op.sendSlot = sendSlot[c][m.peer];
+        sendSlot[c][m.peer] += static_cast<uint32_t>(peer::slotsFor(op.count, config.payloadBytes));
+      } else {
+        op.kind = peer::OpKind::kRecv;
+        op.dst = bufKind(m.buffer);
+        op.peer = static_cast<uint16_t>(m.peer);
+        op.recvSlot = recvSlot[c][m.peer];
+        recvSlot[c][m.peer] += static_cast<uint32_t>(peer::slotsFor(op.count, config.payloadBytes));
+      }
+      parts[c].push_back(op);
+    }
+  }
+  peer::ProgramHeader h;
+  h.rank = rank;
+  h.nranks = nranks;
+  h.coll = Coll::kSendRecv;
+  h.dtype = DataType::kUint8;
+  h.elemBytes = 1;
+  h.protocol = config.protocol;
+  h.payloadBytes = config.payloadBytes;
+  h.nchannels = 1;
+  std::vector<peer::Piece> pieces{{0, 1}};  // messages address their own buffers
+  std::vector<peer::Round> rounds;
+  std::vector<peer::Op> ops;
+  for (int c = 0; c < config.channels; ++c) {
+    h.channelRounds[c] = static_cast<uint32_t>(rounds.size());
+    if (parts[c].empty()) continue;
+    if (parts[c].size() > static_cast<size_t>(peer::kMaxRoundOps))
+      return invalidUsage("{}: rank {} has {} message parts on channel {}, more than {}", kMsgs,
+                          rank, parts[c].size(), c, peer::kMaxRoundOps);
+    h.nchannels = static_cast<uint32_t>(c + 1);
+    rounds.push_back(
+        {static_cast<uint32_t>(ops.size()), static_cast<uint32_t>(parts[c].size()), 0, 0});
+    ops.insert(ops.end(), parts[c].begin(), parts[c].end());
+  }
+  for (int c = config.channels; c <= peer::kMaxChannels; ++c)
+    h.channelRounds[c] = static_cast<uint32_t>(rounds.size());
+  return PeerBuilder::make(h, pieces, rounds, ops, "sendrecv");
+}
+
 Status checkPairing(std::span<const PeerProgram* const> programs) {
   struct Message {
     uint32_t slot;

@@ -35,6 +35,17 @@ struct PeerCompileConfig {
   /// Elements per piece at most (0: count / channels, rounded up): a smaller piece bounds the
   /// scratch a piece needs and the work between a channel's first and last message.
   uint64_t maxPieceCount = 0;
+  /// Grouped sends and receives (compilePeerMessages): a message takes one channel per this many
+  /// bytes, up to `channels`.
+  uint64_t messageBytesPerChannel = 512 << 10;
+};
+
+/// One message of a batch of grouped sends and receives.
+struct PeerMessage {
+  bool send = true;
+  int peer = 0;
+  uint64_t bytes = 0;
+  int buffer = 0;  ///< its buffer: kernels::peer::Launch::buffers[buffer]
 };
 
 /// One rank's compiled program (kernels::peer::ProgramHeader and what follows it).
@@ -71,6 +82,18 @@ class PeerProgram {
 /// nranks schedules per distinct piece size (at most two).
 Result<PeerProgram> compilePeer(const algo::CollShape& shape, const algo::AlgorithmInfo& algo,
                                 const PeerCompileConfig& config, const std::byte* preMulScalar);
+
+/// Compiles rank `rank`'s batch of grouped sends and receives (NCCL's ncclSend/ncclRecv in a
+/// group) as one round: every message moves at once, as bytes. The i-th send of a rank to peer p
+/// pairs with p's i-th receive from that rank (sizes must match, as NCCL requires); a send to
+/// this rank pairs with a receive from it and becomes a copy. A message of B bytes takes
+/// k = clamp(B / messageBytesPerChannel, 1, channels) channels, channel c carrying bytes
+/// [B c / k, B (c + 1) / k): both sides derive it from B alone. Zero-byte messages move nothing.
+/// Errors (InvalidUsage, naming the value): nranks or rank out of range, a peer out of range, a
+/// buffer index outside [0, kMaxBuffers), sends and receives to this rank that do not pair up in
+/// number and size, more than kMaxRoundOps parts on one channel.
+Result<PeerProgram> compilePeerMessages(int rank, int nranks, std::span<const PeerMessage> msgs,
+                                        const PeerCompileConfig& config);
 
 /// Checks that the programs of all ranks of one call (programs[r] of rank r) pair up: on every
 /// channel and every FIFO (sender, receiver), the receiver's receives take the sender's messages

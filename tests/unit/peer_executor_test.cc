@@ -301,6 +301,91 @@ TEST_CASE("peer executor: a kernel that times out is reported by the next call",
   CHECK_THAT(s.message(), Catch::Contains("rank 0") && Catch::Contains("data from peer 1"));
 }
 
+TEST_CASE("peer executor: grouped sends and receives after the collectives", "[peer]") {
+  // Each step, every rank: an allreduce, then in one group a send to the next rank, a receive
+  // from the previous one, a message to itself, and an all-to-all made of sends and receives
+  // (as torch's all_to_all on NCCL), sizes changing from step to step.
+  const int n = 4;
+  Group g(n, {0, 1, 2, 3}, 0x1007);
+  REQUIRE(g.joined.isOk());
+  for (int step = 0; step < 6; ++step) {
+    const size_t count = step % 2 ? 70000 : 1 + step * 17;  // the large ones span channels
+    struct Bufs {
+      std::vector<int32_t> in, sum, ring, self, a2aIn, a2aOut;
+    };
+    std::vector<Bufs> b(n);
+    for (int r = 0; r < n; ++r) {
+      b[r].in.resize(count);
+      for (size_t i = 0; i < count; ++i) b[r].in[i] = static_cast<int32_t>(r * 1000003 + i * 7);
+      b[r].sum.assign(count, -1);
+      b[r].ring.assign(count, -1);
+      b[r].self.assign(count, -1);
+      b[r].a2aIn.resize(n * count);
+      for (size_t i = 0; i < n * count; ++i) b[r].a2aIn[i] = static_cast<int32_t>(r * 7919 + i);
+      b[r].a2aOut.assign(n * count, -1);
+    }
+    std::vector<std::vector<BatchOp>> ops(n);
+    for (int r = 0; r < n; ++r) {
+      auto msg = [&](BatchOp::Kind kind, int peerRank, void* p) {
+        BatchOp o;
+        o.kind = kind;
+        o.peer = peerRank;
+        o.count = count;
+        o.dtype = DataType::kInt32;
+        if (kind == BatchOp::Kind::kSend) {
+          o.send = p;
+        } else {
+          o.recv = p;
+        }
+        o.sendDevice = o.recvDevice = o.sendReachable = o.recvReachable = true;
+        o.api = "ncclSend";
+        ops[r].push_back(o);
+      };
+      BatchOp ar;
+      ar.coll = Coll::kAllReduce;
+      ar.send = b[r].in.data();
+      ar.recv = b[r].sum.data();
+      ar.count = count;
+      ar.dtype = DataType::kInt32;
+      ar.sendDevice = ar.recvDevice = ar.sendReachable = ar.recvReachable = true;
+      ar.api = "ncclAllReduce";
+      ops[r].push_back(ar);
+      msg(BatchOp::Kind::kSend, (r + 1) % n, b[r].in.data());
+      msg(BatchOp::Kind::kRecv, (r + n - 1) % n, b[r].ring.data());
+      msg(BatchOp::Kind::kRecv, r, b[r].self.data());
+      msg(BatchOp::Kind::kSend, r, b[r].in.data());
+      for (int q = 0; q < n; ++q) {
+        msg(BatchOp::Kind::kSend, q, b[r].a2aIn.data() + q * count);
+        msg(BatchOp::Kind::kRecv, q, b[r].a2aOut.data() + q * count);
+      }
+    }
+    for (const Status& s : g.submit(ops)) REQUIRE(s.isOk());
+    {
+      std::lock_guard<std::mutex> lock(g.dev.mu_);
+      REQUIRE(g.dev.kernelErrors_.empty());
+    }
+    INFO("step " << step << " count " << count);
+    for (int r = 0; r < n; ++r) {
+      const int prev = (r + n - 1) % n;
+      size_t wrongSum = 0, wrongRing = 0, wrongSelf = 0, wrongA2a = 0;
+      for (size_t i = 0; i < count; ++i) {
+        int32_t want = 0;
+        for (int q = 0; q < n; ++q) want += static_cast<int32_t>(q * 1000003 + i * 7);
+        wrongSum += b[r].sum[i] != want;
+        wrongRing += b[r].ring[i] != b[prev].in[i];
+        wrongSelf += b[r].self[i] != b[r].in[i];
+        for (int q = 0; q < n; ++q)
+          wrongA2a += b[r].a2aOut[q * count + i] != b[q].a2aIn[r * count + i];
+      }
+      INFO("rank " << r);
+      CHECK(wrongSum == 0);
+      CHECK(wrongRing == 0);
+      CHECK(wrongSelf == 0);
+      CHECK(wrongA2a == 0);
+    }
+  }
+}
+
 TEST_CASE("peer executor: which batches it takes", "[peer]") {
   UserRank u;
   u.mem.resize(64);
@@ -309,7 +394,10 @@ TEST_CASE("peer executor: which batches it takes", "[peer]") {
   BatchOp send = a;
   send.kind = BatchOp::Kind::kSend;
   send.peer = 1;
-  CHECK_FALSE(peerEligible({a, send}, 0, 2));  // sends and receives: staged
+  CHECK(peerEligible({a, send}, 0, 2));  // sends and receives: one program after the collectives
+  BatchOp task;
+  task.kind = BatchOp::Kind::kTask;
+  CHECK_FALSE(peerEligible({a, task}, 0, 2));  // tasks: staged
   BatchOp other = a;
   other.stream = reinterpret_cast<void*>(0x10);
   CHECK_FALSE(peerEligible({a, other}, 0, 2));  // two streams

@@ -10,10 +10,13 @@
 // calls on one set of arenas, abort and timeout naming the peer, and the compiler's errors.
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdlib>
+#include <map>
+#include <random>
 #include <set>
 #include <thread>
 
@@ -78,6 +81,21 @@ struct Job {
     l.abortFlag = reinterpret_cast<const uint32_t*>(&abort);
     l.timeoutNs = timeoutNs;
     return l;
+  }
+
+  // Runs every rank concurrently, rank r's launch buffers being buffers[r].
+  std::vector<Status> runWithBuffers(std::vector<std::vector<std::vector<std::byte>>>& buffers) {
+    std::vector<Status> out(programs.size());
+    std::vector<std::thread> threads;
+    for (size_t r = 0; r < programs.size(); ++r) {
+      threads.emplace_back([&, r] {
+        peer::Launch l = launch(static_cast<int>(r), nullptr, nullptr);
+        for (size_t b = 0; b < buffers[r].size(); ++b) l.buffers[b] = buffers[r][b].data();
+        out[r] = peer::runOnHost(l, host);
+      });
+    }
+    for (auto& t : threads) t.join();
+    return out;
   }
 
   // Runs the ranks in `which` (all when empty) concurrently on the users' buffers.
@@ -472,6 +490,90 @@ TEST_CASE("a program that does not fit its arena is refused before it moves data
     CHECK_THAT(s.message(), Catch::Contains("does not fit"));
   }
   CHECK(compareMemory(users, before, DataType::kFloat32) == "");
+}
+
+TEST_CASE("grouped sends and receives: random patterns, self included", "[peer]") {
+  // Every ordered pair of ranks (a rank and itself included) exchanges 0-3 messages of 0-3000
+  // bytes; each rank lists its sends and receives in a random interleaving that keeps each
+  // pair's order (NCCL's pairing rule). 100-byte channels: large messages span all of them.
+  std::mt19937 rng(5);
+  size_t cases = 0;
+  for (int n = 1; n <= 6; ++n)
+    for (int trial = 0; trial < 6; ++trial)
+      for (Protocol p : {Protocol::kSimple, Protocol::kLowLatency}) {
+        struct Msg {
+          int from, to;
+          uint64_t bytes;
+        };
+        std::vector<Msg> msgs;
+        for (int a = 0; a < n; ++a)
+          for (int b = 0; b < n; ++b)
+            for (int k = static_cast<int>(rng() % 4); k > 0; --k)
+              msgs.push_back({a, b, rng() % 5 == 0 ? 0 : 1 + rng() % 3000});
+        // Each rank's list: its sends and receives, shuffled, then each pair's order restored.
+        std::vector<std::vector<PeerMessage>> lists(n);
+        std::vector<std::vector<std::vector<std::byte>>> buffers(n);
+        std::vector<std::vector<int>> sendBuf(msgs.size(), std::vector<int>(1, -1)),
+            recvBuf(msgs.size(), std::vector<int>(1, -1));
+        for (int r = 0; r < n; ++r) {
+          std::vector<std::pair<size_t, bool>> mine;  // (message, send?)
+          for (size_t i = 0; i < msgs.size(); ++i) {
+            if (msgs[i].from == r) mine.push_back({i, true});
+            if (msgs[i].to == r) mine.push_back({i, false});
+          }
+          std::shuffle(mine.begin(), mine.end(), rng);
+          // Per (kind, peer), the messages in their original order, into the shuffled slots.
+          std::map<std::pair<bool, int>, std::vector<size_t>> byKey;
+          for (auto [i, send] : mine) byKey[{send, send ? msgs[i].to : msgs[i].from}].push_back(i);
+          for (auto& [key, v] : byKey) std::sort(v.begin(), v.end());
+          std::map<std::pair<bool, int>, size_t> next;
+          for (auto& [i, send] : mine) {
+            const std::pair<bool, int> key{send, send ? msgs[i].to : msgs[i].from};
+            i = byKey[key][next[key]++];
+            const int buffer = static_cast<int>(buffers[r].size());
+            std::vector<std::byte> data(msgs[i].bytes);
+            if (send)
+              for (size_t b = 0; b < data.size(); ++b)
+                data[b] = static_cast<std::byte>((i * 131 + b * 7 + 3) & 0xFF);
+            buffers[r].push_back(std::move(data));
+            (send ? sendBuf : recvBuf)[i][0] = buffer;
+            lists[r].push_back({send, key.second, msgs[i].bytes, buffer});
+          }
+        }
+        const peer::ArenaConfig arena = tinyArena(n, 3);
+        Job job(arena);
+        PeerCompileConfig cfg = compileConfig(arena, p, 3);
+        cfg.messageBytesPerChannel = 100;
+        for (int r = 0; r < n; ++r) {
+          auto prog = compilePeerMessages(r, n, lists[r], cfg);
+          REQUIRE(prog.isOk());
+          job.programs.push_back(std::move(prog).value());
+        }
+        std::vector<const PeerProgram*> ptrs;
+        for (const auto& pr : job.programs) ptrs.push_back(&pr);
+        REQUIRE(checkPairing(ptrs).isOk());
+        for (const Status& st : job.runWithBuffers(buffers)) REQUIRE(st.isOk());
+        for (size_t i = 0; i < msgs.size(); ++i) {
+          INFO(fmt::format("n={} trial={} message {}: {} -> {}, {} bytes", n, trial, i,
+                           msgs[i].from, msgs[i].to, msgs[i].bytes));
+          REQUIRE(buffers[msgs[i].to][recvBuf[i][0]] == buffers[msgs[i].from][sendBuf[i][0]]);
+        }
+        ++cases;
+      }
+  CHECK(cases == 6 * 6 * 2);
+}
+
+TEST_CASE("grouped sends and receives: errors", "[peer]") {
+  const PeerCompileConfig cfg = compileConfig(tinyArena(3, 1), Protocol::kSimple, 1);
+  auto fails = [&](std::vector<PeerMessage> m, const char* text) {
+    auto r = compilePeerMessages(0, 3, m, cfg);
+    REQUIRE_FALSE(r.isOk());
+    CHECK_THAT(r.status().message(), Catch::Contains(text));
+  };
+  fails({{true, 3, 8, 0}}, "peer 3");
+  fails({{true, 1, 8, peer::kMaxBuffers}}, "buffer 64");
+  fails({{true, 0, 8, 0}}, "sends 1 messages to itself and receives 0");
+  fails({{true, 0, 8, 0}, {false, 0, 16, 1}}, "has 8 bytes");
 }
 
 TEST_CASE("checkPairing finds a send without its receive", "[peer]") {
