@@ -91,12 +91,12 @@ TEST_CASE("compiled programs match the host engine on every algorithm and shape"
     ++cases;
   };
   // Every shape, one arithmetic each (rotating through all of them).
-  forEachShape({1, 2, 3, 4, 5, 6, 7, 8, 9, 16}, true,
+  forEachShape({1, 2, 3, 4, 5, 6, 7, 8, 9, 16}, true, 1023,
                [&](const AlgorithmInfo& info, const CollShape& shape) {
                  one(info, shape, reducing(info.coll) ? ariths[which++ % ariths.size()] : Arith{});
                });
   // Every arithmetic on every shape.
-  forEachShape({1, 2, 3, 4, 5, 6, 7, 8, 9, 16}, true,
+  forEachShape({1, 2, 3, 4, 5, 6, 7, 8, 9, 16}, true, 1023,
                [&](const AlgorithmInfo& info, const CollShape& shape) {
                  if (!reducing(info.coll)) return;
                  for (const Arith& a : ariths) one(info, shape, a);
@@ -114,7 +114,7 @@ TEST_CASE("compiled programs match the host engine on every algorithm and shape"
 
 TEST_CASE("compiled programs match the host engine on all 12 dtypes", "[compile]") {
   size_t cases = 0;
-  forEachShape({2, 5, 8}, false, [&](const AlgorithmInfo& info, const CollShape& shape) {
+  forEachShape({2, 5, 8}, false, 1023, [&](const AlgorithmInfo& info, const CollShape& shape) {
     for (int t = 0; t < kNumDataTypes; ++t)
       for (int op = 0; op <= kNumRedOps; ++op) {  // kNumRedOps: premulsum
         if (!reducing(info.coll) && op > 0) continue;

@@ -258,17 +258,18 @@ inline std::string compareMemory(const std::vector<UserRank>& got,
 }
 
 // Calls fn(info, shape) for every algorithm of the eight collectives and every shape of the
-// given nranks and counts (both placements where defined, roots 0 and n-1 for rooted ones, host
-// layouts for algorithms that need one).
+// given nranks and counts (n + 1 and `large`; with allCounts also 0, 1 and n - 1), both
+// placements where defined, roots 0 and n-1 for rooted ones, host layouts for algorithms that
+// need one.
 template <typename Fn>
-inline void forEachShape(std::initializer_list<int> nranks, bool allCounts, Fn&& fn) {
+inline void forEachShape(std::initializer_list<int> nranks, bool allCounts, size_t large, Fn&& fn) {
   for (const AlgorithmInfo& info : algo::registry()) {
     if (info.loaded ||
         std::find(std::begin(kColls), std::end(kColls), info.coll) == std::end(kColls))
       continue;
     for (int n : nranks) {
-      std::vector<size_t> counts{static_cast<size_t>(n + 1), 1023};
-      if (allCounts) counts = {0, 1, static_cast<size_t>(n - 1), static_cast<size_t>(n + 1), 1023};
+      std::vector<size_t> counts{static_cast<size_t>(n + 1), large};
+      if (allCounts) counts = {0, 1, static_cast<size_t>(n - 1), static_cast<size_t>(n + 1), large};
       for (size_t count : counts)
         for (bool inPlace : {false, true}) {
           if (inPlace && !inPlaceDefined(info.coll)) continue;

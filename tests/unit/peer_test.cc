@@ -244,7 +244,7 @@ TEST_CASE("peer programs match the host engine on every algorithm and shape", "[
   size_t cases = 0, which = 0, declined = 0, multiPiece = 0;
   const size_t every = stride();
   std::set<std::string> declinedBy;
-  forEachShape({1, 2, 3, 4, 5, 6, 7, 8}, true,
+  forEachShape({1, 2, 3, 4, 5, 6, 7, 8}, true, 257,
                [&](const AlgorithmInfo& info, const CollShape& shape) {
                  for (Protocol p : {Protocol::kSimple, Protocol::kLowLatency}) {
                    if ((which + 1) % every != 0) {
@@ -284,7 +284,7 @@ TEST_CASE("peer programs: every dtype and op, premulsum included", "[peer]") {
   std::set<std::string> seen;
   size_t cases = 0, next = 0;
   const size_t every = stride();
-  forEachShape({2, 5, 8}, false, [&](const AlgorithmInfo& info, const CollShape& shape) {
+  forEachShape({2, 5, 8}, false, 257, [&](const AlgorithmInfo& info, const CollShape& shape) {
     if (!reducing(info.coll)) return;
     for (int k = 0; k < 8; ++k) {
       const Arith a = pairs[next++ % pairs.size()];
