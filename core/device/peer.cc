@@ -91,7 +91,7 @@ peer::ArenaConfig peerArenaConfig(int nranks) {
   c.slots = 8;
   c.slotBytes = 128 << 10;
   c.llSlots = 8;
-  c.llLines = 64;
+  c.llLines = 512;  // a line per thread of a 512-thread CTA: 4 KiB of data per slot
   c.scratchBytes =
       peer::alignUp(static_cast<uint64_t>(std::max<int64_t>(kPeerScratchBytes.get(), 0)), 256);
   return c;

@@ -66,7 +66,7 @@ class PeerDevice {
 PeerDevice* cudaPeerDevice();
 
 /// The arena of a group of `nranks`: TUTTI_PEER_CHANNELS channels (default 8), FIFOs of 8 slots
-/// of 128 KiB (simple) and 8 slots of 512 data bytes (low latency), TUTTI_PEER_SCRATCH_BYTES of
+/// of 128 KiB (simple) and 8 slots of 4 KiB of data (low latency), TUTTI_PEER_SCRATCH_BYTES of
 /// scratch per channel (default 4 MiB). About nranks * channels * 1.1 MiB + channels * scratch.
 kernels::peer::ArenaConfig peerArenaConfig(int nranks);
 
