@@ -166,7 +166,7 @@ Status Composer::enqueue(std::span<const std::vector<Call>> calls, StreamOps& op
 }
 
 Result<const CompiledCall*> Composer::compiled(const algo::CollShape& shape, const Call& c) {
-  int64_t scalar = -1;  // the scalar's bytes (a dtype element is at most 8 bytes), or none
+  int64_t scalar = 0;  // the scalar's bytes (a dtype element is at most 8 bytes)
   if (c.preMul) std::memcpy(&scalar, c.scalar.data(), sizeof scalar);
   const Key key{static_cast<int>(shape.coll),
                 shape.count,
@@ -174,6 +174,7 @@ Result<const CompiledCall*> Composer::compiled(const algo::CollShape& shape, con
                 static_cast<int>(shape.op),
                 shape.root,
                 shape.inPlace,
+                c.preMul,
                 scalar};
   std::lock_guard<std::mutex> lock(mu_);
   if (auto it = cache_.find(key); it != cache_.end()) return &it->second;

@@ -75,8 +75,8 @@ class Composer {
   const int nranks_;
   const uint64_t key_;
   std::mutex mu_;  // cache_
-  // Compiled calls by (coll, count, dtype, op, root, in place, premulsum scalar or -1).
-  using Key = std::tuple<int, size_t, int, int, int, bool, int64_t>;
+  // Compiled calls by (coll, count, dtype, op, root, in place, premulsum, the scalar's bytes).
+  using Key = std::tuple<int, size_t, int, int, int, bool, bool, int64_t>;
   std::map<Key, CompiledCall> cache_;  // node-based: entries never move
 };
 

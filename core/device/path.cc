@@ -202,8 +202,8 @@ Status submitDevice(std::span<DeviceBatch> batches, bool blocking) {
   };
   std::vector<Cliqued> cliqued;
   std::vector<bool> toClique(batches.size(), false);
-  // The peer executor takes whole batches of device collectives; each rank's kernel waits for
-  // its peers on the GPU, so no batch waits for another here.
+  // The peer executor takes whole batches (collectives, sends and receives on one stream); each
+  // rank's kernel waits for its peers on the GPU, so no batch waits for another here.
   for (size_t i = 0; i < batches.size(); ++i) {
     DeviceBatch& b = batches[i];
     if (!b.path->peer || !blocking ||

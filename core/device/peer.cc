@@ -39,8 +39,8 @@ TUTTI_PARAM_INT(kPeerProgramBytes, "TUTTI_PEER_PROGRAM_BYTES", nullptr, "NCCL", 
 
 constexpr uint64_t kBytesPerChannel = 512 << 10;
 
-// A call shape: (coll, count, dtype, op, root, in place, premulsum scalar bits or -1).
-using Key = std::tuple<int, size_t, int, int, int, bool, int64_t>;
+// A call shape: (coll, count, dtype, op, root, in place, premulsum, the scalar's bytes).
+using Key = std::tuple<int, size_t, int, int, int, bool, bool, int64_t>;
 
 struct Placed {
   uint64_t offset = 0;  // in the rank's program area
@@ -261,11 +261,16 @@ class PeerGroup {
 
   Result<const Placed*> program(int rank, Rank& r, const BatchOp& op) {
     const bool inPlace = inPlaceOn(op, rank, nranks_);
-    int64_t scalar = -1;
+    int64_t scalar = 0;
     if (op.preMul) std::memcpy(&scalar, op.scalar.data(), dataTypeBytes(op.dtype));
-    const Key key{static_cast<int>(op.coll), op.count, static_cast<int>(op.dtype),
-                  static_cast<int>(op.op),   op.root,  inPlace,
-                  op.preMul ? scalar : -1};
+    const Key key{static_cast<int>(op.coll),
+                  op.count,
+                  static_cast<int>(op.dtype),
+                  static_cast<int>(op.op),
+                  op.root,
+                  inPlace,
+                  op.preMul,
+                  scalar};
     if (auto it = r.cache.find(key); it != r.cache.end()) return &it->second;
     const algo::CollShape shape{op.coll,  rank,  nranks_, op.count,
                                 op.dtype, op.op, op.root, inPlace};

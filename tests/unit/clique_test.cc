@@ -368,6 +368,39 @@ std::vector<int32_t> ringResult(int r, int n, size_t c, bool self) {
   return want;
 }
 
+TEST_CASE("clique: a premulsum by -1 does not reuse the plain sum's program", "[clique]") {
+  // int64 scalar -1 has every bit set, as the cache once marked "no premulsum".
+  constexpr int n = 3;
+  constexpr size_t count = 8;
+  ThreadRanks t(n, 300);
+  for (int pass = 0; pass < 2; ++pass) {
+    std::vector<std::vector<Call>> calls(n);
+    for (int r = 0; r < n; ++r) {
+      auto* in = reinterpret_cast<int64_t*>(t.ranks[r].in.data());
+      for (size_t i = 0; i < count; ++i) in[i] = static_cast<int64_t>(r * 100 + i);
+      Call c = makeCall(Coll::kAllReduce, t.ranks[r], count, 0);
+      c.dtype = DataType::kInt64;
+      if (pass == 1) {
+        c.preMul = true;
+        const int64_t minusOne = -1;
+        std::memcpy(c.scalar.data(), &minusOne, sizeof minusOne);
+      }
+      calls[r].push_back(c);
+    }
+    REQUIRE(t.submitAll(calls).isOk());
+    for (int r = 0; r < n; ++r) {
+      t.ranks[r].stream->synchronize();
+      const auto* out = reinterpret_cast<const int64_t*>(t.ranks[r].out.data());
+      for (size_t i = 0; i < count; ++i) {
+        int64_t want = 0;
+        for (int q = 0; q < n; ++q) want += q * 100 + static_cast<int64_t>(i);
+        INFO("pass " << pass << " rank " << r << " element " << i);
+        CHECK(out[i] == (pass == 1 ? -want : want));
+      }
+    }
+  }
+}
+
 TEST_CASE("clique: grouped send/recv pairs in issue order, self included", "[clique]") {
   constexpr int n = 5;
   constexpr size_t c = 333;

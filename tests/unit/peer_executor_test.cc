@@ -386,6 +386,42 @@ TEST_CASE("peer executor: grouped sends and receives after the collectives", "[p
   }
 }
 
+TEST_CASE("peer executor: a premulsum by -1 does not reuse the plain sum's program", "[peer]") {
+  // int64 scalar -1 has every bit set, as the cache once marked "no premulsum".
+  constexpr int n = 3;
+  constexpr size_t count = 8;
+  Group g(n, {0, 0, 0}, 0x1008);
+  REQUIRE(g.joined.isOk());
+  std::vector<std::vector<int64_t>> in(n, std::vector<int64_t>(count)), out = in;
+  for (int pass = 0; pass < 2; ++pass) {
+    std::vector<std::vector<BatchOp>> ops(n);
+    for (int r = 0; r < n; ++r) {
+      for (size_t i = 0; i < count; ++i) in[r][i] = static_cast<int64_t>(r * 100 + i);
+      BatchOp o;
+      o.coll = Coll::kAllReduce;
+      o.send = in[r].data();
+      o.recv = out[r].data();
+      o.count = count;
+      o.dtype = DataType::kInt64;
+      o.sendDevice = o.recvDevice = o.sendReachable = o.recvReachable = true;
+      if (pass == 1) {
+        o.preMul = true;
+        const int64_t minusOne = -1;
+        std::memcpy(o.scalar.data(), &minusOne, sizeof minusOne);
+      }
+      ops[r].push_back(o);
+    }
+    for (const Status& s : g.submit(ops)) REQUIRE(s.isOk());
+    for (int r = 0; r < n; ++r)
+      for (size_t i = 0; i < count; ++i) {
+        int64_t want = 0;
+        for (int q = 0; q < n; ++q) want += q * 100 + static_cast<int64_t>(i);
+        INFO("pass " << pass << " rank " << r << " element " << i);
+        CHECK(out[r][i] == (pass == 1 ? -want : want));
+      }
+  }
+}
+
 TEST_CASE("peer executor: which batches it takes", "[peer]") {
   UserRank u;
   u.mem.resize(64);
