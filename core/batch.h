@@ -143,6 +143,11 @@ Status submitDevice(std::span<DeviceBatch> batches, bool blocking);
 /// `why`; an aborted process clique stops its peers too.
 void failDevicePath(DevicePath& path, const Status& why, bool abort);
 
+/// Failures of device work that ran after its call returned (the peer executor's kernels):
+/// recorded with the owner (DeviceOwner::recordDeviceError) and returned; ok when there are none.
+/// For ncclCommGetAsyncError. Thread-safe.
+Status pollDevicePath(DevicePath& path);
+
 // ---- Unique ids ----
 
 /// Whether a unique id was made by this library (InvalidArgument with the reason otherwise).

@@ -53,6 +53,10 @@ class Executor {
   /// A rank of this executor is destroyed (`abort` false) or aborted: waits of its peers fail
   /// with `why`.
   virtual void fail(const Status& why, bool abort) = 0;
+  /// The failure of work submitted earlier that ran on the device after its call returned (a
+  /// peer kernel that timed out or was aborted), once known; ok otherwise. Polled by
+  /// ncclCommGetAsyncError. Thread-safe.
+  virtual Status poll() { return Status::ok(); }
 };
 
 /// The staged executor (core/device/staged.h): one job per batch, whose host work is the owner's

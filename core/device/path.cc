@@ -259,4 +259,11 @@ void failDevicePath(DevicePath& path, const Status& why, bool abort) {
   if (path.peer) path.peer->fail(why, abort);
 }
 
+Status pollDevicePath(DevicePath& path) {
+  if (!path.peer) return Status::ok();
+  Status s = path.peer->poll();
+  if (!s.isOk()) path.owner.recordDeviceError(s, false);
+  return s;
+}
+
 }  // namespace tutti

@@ -449,6 +449,12 @@ class PeerExecutor final : public Executor {
     if (abort) group_->fail(why, true);
   }
 
+  Status poll() override {
+    Status k = group_->kernelFailure(rank_);
+    if (!k.isOk()) group_->fail(k, false);
+    return k;
+  }
+
  private:
   std::shared_ptr<PeerGroup> group_;
   const int rank_;

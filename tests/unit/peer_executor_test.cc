@@ -295,6 +295,10 @@ TEST_CASE("peer executor: a kernel that times out is reported by the next call",
   const auto t0 = std::chrono::steady_clock::now();
   g.submit(ops, {0});  // the root (rank 1) never calls: rank 0's kernel waits 2 s, then fails
   CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(4));
+  // Known before any further call (ncclCommGetAsyncError polls it).
+  const Status polled = g.executors[0]->poll();
+  CHECK(polled.code() == Code::kTimeout);
+  CHECK_THAT(polled.message(), Catch::Contains("data from peer 1"));
   std::vector<std::vector<BatchOp>> again = ops;
   const Status s = g.submit(again, {0})[0];
   CHECK(s.code() == Code::kTimeout);
