@@ -217,12 +217,10 @@ Status doShrink(CommState& parent, std::vector<int> survivors, CommState* child,
   if (parent.rank == leader) {
     auto fresh = freshUniqueId(allLocal(parent));
     // The others are told either way, so that none waits for an id that will not come.
-    const std::string body =
-        fresh.isOk() ? "I" +
-                           std::string(reinterpret_cast<const char*>(fresh->bytes.data()),
-                                       fresh->bytes.size()) +
-                           list
-                     : "E" + fresh.status().message();
+    const std::string body = fresh.isOk()
+                                 ? "I" + std::string(reinterpret_cast<const char*>(fresh->bytes.data()),
+                                                     fresh->bytes.size()) + list
+                                 : "E" + fresh.status().message();
     Status sent;
     for (int r : survivors)
       if (r != leader && sent.isOk()) sent = bootstrapSend(parent.comm, r, tag, body, timeout);
@@ -247,10 +245,9 @@ Status doShrink(CommState& parent, std::vector<int> survivors, CommState* child,
     std::memcpy(id.bytes.data(), body.data() + 1, id.bytes.size());
     const std::string theirs = body.substr(1 + id.bytes.size());
     if (theirs != list)
-      return invalidUsage(
-          "ncclCommShrink: rank {} keeps ranks {{{}}} but rank {} keeps {{{}}}: "
-          "every survivor must pass the same excludeRanksList",
-          parent.rank, list, leader, theirs);
+      return invalidUsage("ncclCommShrink: rank {} keeps ranks {{{}}} but rank {} keeps {{{}}}: "
+                          "every survivor must pass the same excludeRanksList",
+                          parent.rank, list, leader, theirs);
   }
   child->nranks = static_cast<int>(survivors.size());
   child->rank = static_cast<int>(std::find(survivors.begin(), survivors.end(), parent.rank) -
