@@ -15,8 +15,9 @@
 //
 // Errors: a kernel that waits longer than TUTTI_TIMEOUT seconds (when set) for a peer, or that is
 // aborted, leaves an ErrorRecord in mapped host memory naming the rank, the op, the peer and what
-// it waited for; the rank's next call returns it (Timeout, InvalidUsage for an abort) and so does
-// every later call of every rank of the group (the FIFO counters are no longer consistent).
+// it waited for; ncclCommGetAsyncError (pollDevicePath) and the rank's next call return it
+// (Timeout, InvalidUsage for an abort), and so does every later call of every rank of the group
+// (the FIFO counters are no longer consistent).
 // ncclCommAbort on any rank sets the group's abort flag: every waiting kernel of the group
 // returns within microseconds.
 #pragma once
