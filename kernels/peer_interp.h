@@ -71,13 +71,15 @@ class Interp {
   /// ErrorRecord says why (the first failing channel writes it) and the FIFO counters are not
   /// written back: the arena is unusable afterwards.
   TUTTI_HD Failure run() {
+    // The arena first, so that even a refused program's record is claimed once.
+    if (h_ != nullptr && h_->magic == kMagic && h_->rank >= 0 && h_->rank < kMaxRanks)
+      own_ = l_.arenas[h_->rank];
     if (!valid()) return fail(Failure::kBadProgram, -1, -1, 0, 0, 0);
     if (static_cast<uint32_t>(ch_) >= h_->nchannels) return Failure::kNone;
     const ArenaConfig& cfg = l_.layout.config;
     kSlots_ = h_->protocol == Protocol::kSimple ? cfg.slots : cfg.llSlots;
     payload_ = h_->payloadBytes;
     perSlot_ = payload_ / h_->elemBytes;
-    own_ = l_.arenas[h_->rank];
     for (int q = 0; q < h_->nranks; ++q) {
       const FifoState* st = state(q);
       sentBase_[q] = h_->protocol == Protocol::kSimple ? st->sent : st->llSent;
