@@ -282,9 +282,16 @@ TEST_CASE("TUTTI_CALIBRATE measures once per host, caches, and the cache feeds t
       if (i > 0) CHECK(curve[i][0].get<double>() > curve[i - 1][0].get<double>());
     }
     CHECK(curve[3][1].get<double>() == Approx(shm["bandwidth_gbps"].get<double>()));
-    const double stream = j["links"]["footprint_stream_factor"].get<double>();
-    CHECK(stream > 0);
-    CHECK(stream <= 1);
+    // The memory term's factor is measured when a rank's footprint cache (half its share of the
+    // last-level cache) is at most 64 MiB; above, the default stays and the file has none
+    // (core/calibrate.cc): some VMs here report a 480 MiB L3.
+    if (j["links"].contains("footprint_stream_factor")) {
+      const double stream = j["links"]["footprint_stream_factor"].get<double>();
+      CHECK(stream > 0);
+      CHECK(stream <= 1);
+    } else {
+      WARN("no footprint_stream_factor: the footprint cache is above 64 MiB on this machine");
+    }
     CHECK(j["links"]["reduce_gbps"].get<double>() > 0.05);
     CHECK(j["links"]["copy_gbps"].get<double>() > 0.05);
   }
