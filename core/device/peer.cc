@@ -39,15 +39,6 @@ TUTTI_PARAM_INT(kPeerProgramBytes, "TUTTI_PEER_PROGRAM_BYTES", nullptr, "NCCL", 
 
 constexpr uint64_t kBytesPerChannel = 512 << 10;
 
-// A call shape: (coll, count, dtype, op, root, in place, premulsum, the scalar's bytes).
-using Key = std::tuple<int, size_t, int, int, int, bool, bool, int64_t>;
-
-struct Placed {
-  uint64_t offset = 0;  // in the rank's program area
-  peer::ProgramHeader header;
-  std::string algorithm;
-};
-
 // The algorithms tried for a shape, best first: TUTTI_ALGO's alone when it names one; else, up
 // to 64 KiB per rank, those with the fewest rounds (every round waits for a peer's message),
 // and above, the bandwidth-optimal ones (every byte crosses a link the fewest times).
@@ -110,6 +101,15 @@ bool peerEligible(const std::vector<BatchOp>& ops, int rank, int nranks) {
 
 class PeerGroup {
  public:
+  // A call shape: (coll, count, dtype, op, root, in place, premulsum, the scalar's bytes).
+  using Key = std::tuple<int, size_t, int, int, int, bool, bool, int64_t>;
+
+  struct Placed {
+    uint64_t offset = 0;  // in the rank's program area
+    peer::ProgramHeader header;
+    std::string algorithm;
+  };
+
   struct Rank {
     int device = -1;
     unsigned char* arena = nullptr;              // device memory of `device`
