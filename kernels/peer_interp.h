@@ -1,9 +1,9 @@
 // File: kernels/peer_interp.h
 // The peer interpreter: runs one channel of one rank's peer program (kernels/peer_program.h),
-// written once for the GPU (a CTA per channel, kernels/cuda/peer_kernels.cu) and for the host
+// written once for the GPU (a CTA per channel, kernels/cuda/peer_kernels.cuh) and for the host
 // emulator (a CPU thread per channel, kernels/peer_host.h), over a memory policy P that supplies
 // the loads, stores, fences and waits of each. The arithmetic is kernels/program_eval.h's, so
-// results are the host engine's bit for bit.
+// each piece's results are the host engine's on that piece's schedule, bit for bit.
 //
 // How a channel runs a round: every op of the round is tried in turn, and an op moves as many
 // slices as it can without waiting (a send while its FIFO has room, a receive while slices have
