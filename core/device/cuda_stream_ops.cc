@@ -278,6 +278,23 @@ class CudaPeerDevice final : public PeerDevice {
                 Stream s) override {
     return kernels::cuda::launchPeer(l, h, s);
   }
+  Result<void*> registerHost(void* p, size_t bytes) override {
+    return cudaStreamOps()->registerHost(p, bytes);
+  }
+  void unregisterHost(void* p) override { cudaStreamOps()->unregisterHost(p); }
+  Result<PeerMemoryHandle> exportMemory(void* base) override {
+    cudaIpcMemHandle_t h{};
+    if (cudaError_t e = cudaIpcGetMemHandle(&h, base); e != cudaSuccess)
+      return failed("cudaIpcGetMemHandle", e);
+    PeerMemoryHandle out{};
+    static_assert(sizeof(h) == sizeof(out));
+    std::memcpy(out.data(), &h, sizeof h);
+    return out;
+  }
+  Result<void*> openMemory(const PeerMemoryHandle& handle) override {
+    return cudaStreamOps()->openBuffer(handle);
+  }
+  void closeMemory(void* base) override { cudaStreamOps()->closeBuffer(base); }
 };
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 
@@ -45,9 +46,10 @@ namespace {
 TUTTI_PARAM_STRING(kDevicePath, "TUTTI_DEVICE_PATH", nullptr, "NCCL", "auto",
                    "device memory with several ranks: auto (ranks on one GPU: one kernel per "
                    "collective for all of them; otherwise staged), staged (through pinned host "
-                   "memory and the host engine), or peer (ranks that are threads of one process, "
-                   "on one GPU or several that reach each other: a kernel per rank exchanging "
-                   "data through FIFOs in device memory; not yet run on a GPU)");
+                   "memory and the host engine), or peer (a kernel per rank exchanging data "
+                   "through FIFOs in device memory, for ranks that are threads of one process or "
+                   "processes on GPUs of their own, or on one GPU under MPS; not yet run on a "
+                   "GPU)");
 
 // What each rank tells the others at init. Plain bytes: exchanged with an allgather of uint8.
 struct DeviceInfo {
@@ -57,8 +59,19 @@ struct DeviceInfo {
   int32_t device = -1;             // -1: no GPU
   int32_t staged = 0;              // TUTTI_DEVICE_PATH=staged on this rank
   int32_t peer = 0;                // TUTTI_DEVICE_PATH=peer on this rank
-  uint64_t key = 0;                // rank 0's is the clique key
+  int32_t mps = 0;                 // MPS's control pipe exists (mpsPresent)
+  int32_t pad = 0;
+  uint64_t key = 0;  // rank 0's is the clique key
 };
+
+// Whether this process's kernels run under MPS, as far as can be told without CUDA's help: the
+// MPS control daemon's pipe exists in CUDA_MPS_PIPE_DIRECTORY (default /tmp/nvidia-mps), which
+// CUDA clients connect through (NVIDIA's MPS documentation, "Environment variables").
+bool mpsPresent() {
+  const char* dir = std::getenv("CUDA_MPS_PIPE_DIRECTORY");
+  const std::string control = std::string(dir && *dir ? dir : "/tmp/nvidia-mps") + "/control";
+  return access(control.c_str(), F_OK) == 0;
+}
 
 uint64_t fnv1a(const std::string& s) {
   uint64_t h = 1469598103934665603ull;
@@ -71,10 +84,11 @@ bool hasTask(const std::vector<BatchOp>& ops) {
                      [](const BatchOp& o) { return o.kind == BatchOp::Kind::kTask; });
 }
 
-// TUTTI_DEVICE_PATH=peer on every rank, all threads of this process: every rank allocates its
-// arena, then (all allocated) reaches the others'; a failure anywhere leaves every rank staged.
+// TUTTI_DEVICE_PATH=peer on every rank: every rank allocates its arena, then (all allocated)
+// reaches the others' (CUDA IPC for those in other processes, whose ids are `pids`; empty when
+// all are threads of this process); a failure anywhere leaves every rank staged.
 Status joinPeer(DevicePath& path, Communicator& comm, int rank, int nranks, int device,
-                uint64_t key) {
+                uint64_t key, std::vector<int64_t> pids) {
   auto agreed = [&](const Status& mine) -> Result<bool> {
     const uint8_t ok = mine.isOk() ? 1 : 0;
     std::vector<uint8_t> oks(nranks);
@@ -88,17 +102,32 @@ Status joinPeer(DevicePath& path, Communicator& comm, int rank, int nranks, int 
                    rank, why.isOk() ? "another rank failed" : why.message());
     return Status::ok();
   };
+  const bool processes = !pids.empty();
   auto group = device::joinPeerGroup(key, nranks, rank, device, device::cudaPeerDevice(),
-                                     device::peerArenaConfig(nranks));
+                                     device::peerArenaConfig(nranks), std::move(pids));
   TUTTI_TRY_ASSIGN(const bool joined, agreed(group.status()));
   if (!joined) return staged(group.status());
-  Status connected = device::connectPeerGroup(*group.value(), rank);
+  auto allgather = [&comm](const void* in, void* out, size_t bytes) {
+    return comm.allGather(in, out, bytes, DataType::kUint8);
+  };
+  Status connected = device::connectPeerGroup(*group.value(), rank, allgather);
   TUTTI_TRY_ASSIGN(const bool all, agreed(connected));
   if (!all) return staged(connected);
   path.peer = device::makePeerExecutor(std::move(group).value(), rank);
-  TUTTI_LOG_INFO(Subsys::kInit, "rank {}: peer executor, {} ranks as threads, device {}", rank,
-                 nranks, device);
+  TUTTI_LOG_INFO(Subsys::kInit, "rank {}: peer executor, {} ranks as {}, device {}", rank, nranks,
+                 processes ? "processes" : "threads", device);
   return Status::ok();
+}
+
+// Whether ranks of different processes share a GPU where one of them is not under MPS: their
+// contexts are time-sliced, so a kernel spinning for the other's could wait a whole time slice
+// (docs/GPU.md); the peer executor leaves them to the process clique or the staged path.
+bool timeSliced(const std::vector<DeviceInfo>& all) {
+  for (size_t r = 0; r < all.size(); ++r)
+    for (size_t q = 0; q < r; ++q)
+      if (all[q].pid != all[r].pid && all[q].uuid == all[r].uuid && !(all[q].mps && all[r].mps))
+        return true;
+  return false;
 }
 
 }  // namespace
@@ -133,6 +162,7 @@ Status joinDeviceClique(DevicePath& path, Communicator& comm, int cudaDevice) {
   mine.pid = static_cast<int64_t>(getpid());
   mine.staged = kDevicePath.get() == "staged" ? 1 : 0;
   mine.peer = kDevicePath.get() == "peer" ? 1 : 0;
+  mine.mps = mine.peer && mpsPresent() ? 1 : 0;
 #if TUTTI_HAVE_CUDA
   if (cudaDevicePresent() && cudaDevice >= 0) {
     cudaDeviceProp prop{};
@@ -157,7 +187,16 @@ Status joinDeviceClique(DevicePath& path, Communicator& comm, int cudaDevice) {
     peer = peer && o.peer && o.device >= 0 && o.host == all[0].host;
     for (int q = 0; q < r; ++q) ownProcesses = ownProcesses && all[q].pid != o.pid;
   }
-  if (peer && oneProcess) return joinPeer(path, comm, rank, nranks, mine.device, all[0].key);
+  std::vector<int64_t> pids;
+  for (const DeviceInfo& o : all) pids.push_back(o.pid);
+  if (peer && oneProcess) return joinPeer(path, comm, rank, nranks, mine.device, all[0].key, {});
+  if (peer && !timeSliced(all))
+    return joinPeer(path, comm, rank, nranks, mine.device, all[0].key, pids);
+  if (peer && rank == 0)
+    TUTTI_LOG_WARN(Subsys::kInit,
+                   "TUTTI_DEVICE_PATH=peer: ranks of different processes share a GPU without MPS "
+                   "(a kernel waiting for another process's kernel could wait a whole time "
+                   "slice); the peer executor is not used");
   if (!oneGpu || (!oneProcess && !ownProcesses)) return Status::ok();
   // A clique that cannot be formed leaves device memory to the staged executor.
   auto staged = [&](const char* what, const Status& why) {
@@ -174,8 +213,6 @@ Status joinDeviceClique(DevicePath& path, Communicator& comm, int cudaDevice) {
     path.clique = device::makeCliqueExecutor(std::move(c).value());
     return Status::ok();
   }
-  std::vector<int64_t> pids;
-  for (const DeviceInfo& o : all) pids.push_back(o.pid);
   auto allgather = [&comm](const void* in, void* out, size_t bytes) {
     return comm.allGather(in, out, bytes, DataType::kUint8);
   };

@@ -1,14 +1,21 @@
 // File: core/device/peer.cc
-// The peer executor (see peer.h): the group of a communicator's thread ranks, their arenas and
-// program areas, the choice of algorithm, protocol and channels per call shape, the program
-// cache, and the launches.
+// The peer executor (see peer.h): the group of a communicator's ranks in this process, their
+// arenas and program areas, the other processes' arenas, the choice of algorithm, protocol and
+// channels per call shape, the program cache, and the launches.
 #include "core/device/peer.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <new>
 #include <tuple>
 
 #include "base/arg_check.h"
@@ -72,6 +79,19 @@ bool inPlaceOn(const BatchOp& op, int rank, int nranks) {
   return detail::inPlaceOf(op.callArgs(), rank, nranks);
 }
 
+// What every rank of a group shares in host memory: the kernels' abort flag (the GPU reads it)
+// and the group's failure, which every rank reports from its next call on. In mapped host memory
+// when the ranks are threads of one process; in shared memory, mapped by every process and
+// registered for its device, when they are not.
+struct SharedState {
+  uint32_t abort = 0;   // peer::Launch::abortFlag
+  uint32_t failed = 0;  // 0; 1 while `code` and `why` are written; 2 once they are
+  int32_t code = 0;     // the failure's Code
+  char why[1012] = {};
+};
+constexpr size_t kSharedBytes = 4096;
+static_assert(sizeof(SharedState) <= kSharedBytes);
+
 }  // namespace
 
 peer::ArenaConfig peerArenaConfig(int nranks) {
@@ -111,6 +131,7 @@ class PeerGroup {
   };
 
   struct Rank {
+    bool local = true;  // a thread of this process (else the fields below stay empty)
     int device = -1;
     unsigned char* arena = nullptr;              // device memory of `device`
     unsigned char* programs = nullptr;           // device memory of `device`
@@ -122,14 +143,21 @@ class PeerGroup {
     std::mutex mu;  // the above: one thread per rank at a time, but a group may span threads
   };
 
-  PeerGroup(uint64_t key, int nranks, PeerDevice* dev, const peer::ArenaConfig& config)
+  PeerGroup(uint64_t key, int nranks, PeerDevice* dev, const peer::ArenaConfig& config,
+            const std::vector<int64_t>& pids)
       : key_(key),
         nranks_(nranks),
         dev_(dev),
         layout_(peer::arenaLayout(config)),
         programBytes_(peer::alignUp(
-            static_cast<uint64_t>(std::max<int64_t>(kPeerProgramBytes.get(), 4096)), 256)) {
-    for (int r = 0; r < nranks; ++r) ranks_.push_back(std::make_unique<Rank>());
+            static_cast<uint64_t>(std::max<int64_t>(kPeerProgramBytes.get(), 4096)), 256)),
+        arenas_(nranks, nullptr) {
+    const int64_t self = getpid();
+    for (int r = 0; r < nranks; ++r) {
+      ranks_.push_back(std::make_unique<Rank>());
+      ranks_.back()->local = pids.empty() || pids[r] == self;
+      spansProcesses_ = spansProcesses_ || !ranks_.back()->local;
+    }
   }
 
   ~PeerGroup() {
@@ -139,6 +167,11 @@ class PeerGroup {
       if (auto it = reg.find(key_); it != reg.end() && it->second.expired()) reg.erase(it);
     }
     const Result<int> previous = dev_->currentDevice();
+    if (mappedOn_ >= 0 && dev_->setDevice(mappedOn_).isOk()) {
+      for (int q = 0; q < nranks_; ++q)
+        if (!ranks_[q]->local && arenas_[q]) dev_->closeMemory(arenas_[q]);
+      if (state_ && spansProcesses_) dev_->unregisterHost(state_);
+    }
     for (auto& r : ranks_) {
       if (r->device >= 0 && dev_->setDevice(r->device).isOk()) {
         if (r->arena) dev_->freeDevice(r->arena);
@@ -147,7 +180,10 @@ class PeerGroup {
       if (r->mirror) dev_->freeMapped(r->mirror);
       if (r->error) dev_->freeMapped(r->error);
     }
-    if (abort_) dev_->freeMapped(abort_);
+    if (state_ && spansProcesses_)
+      munmap(state_, kSharedBytes);
+    else if (state_)
+      dev_->freeMapped(state_);
     if (previous.isOk()) (void)dev_->setDevice(previous.value());
   }
 
@@ -162,18 +198,29 @@ class PeerGroup {
 
   int nranks() const { return nranks_; }
 
-  // Allocates `rank`'s memory on `device` (and the group's abort flag, once).
+  // Whether the group was made with the same ranks in this process as `pids` says.
+  bool sameProcesses(const std::vector<int64_t>& pids) const {
+    const int64_t self = getpid();
+    for (int q = 0; q < nranks_; ++q)
+      if (ranks_[q]->local != (pids.empty() || pids[q] == self)) return false;
+    return true;
+  }
+
+  // Allocates `rank`'s memory on `device` (and, for a group of one process, the shared state).
   Status allocate(int rank, int device) {
     Rank& r = *ranks_[rank];
     std::lock_guard<std::mutex> lock(r.mu);
+    if (!r.local)
+      return invalidUsage("peer group {:#x}: rank {} is in another process", key_, rank);
     if (r.device >= 0) return invalidUsage("peer group {:#x}: rank {} joined twice", key_, rank);
     TUTTI_TRY(dev_->setDevice(device));
     r.device = device;
-    {
+    if (!spansProcesses_) {
       std::lock_guard<std::mutex> g(mu_);
-      if (!abort_) {
-        TUTTI_TRY_ASSIGN(void* a, dev_->allocMapped(sizeof(uint32_t) * 32));
-        abort_ = static_cast<uint32_t*>(a);
+      if (!state_) {
+        TUTTI_TRY_ASSIGN(void* a, dev_->allocMapped(kSharedBytes));
+        state_ = new (a) SharedState;
+        abortDevice_ = &state_->abort;
       }
     }
     TUTTI_TRY_ASSIGN(void* arena, dev_->allocDevice(layout_.bytes));
@@ -187,38 +234,34 @@ class PeerGroup {
     return Status::ok();
   }
 
-  Status connect(int rank) {
+  Status connect(int rank, const PeerAllgather& allgather) {
     Rank& r = *ranks_[rank];
     TUTTI_TRY_ASSIGN(const int previous, dev_->currentDevice());
     TUTTI_TRY(dev_->setDevice(r.device));
-    Status st;
-    for (int q = 0; q < nranks_ && st.isOk(); ++q) {
-      const Rank& o = *ranks_[q];
-      if (o.arena == nullptr)
-        st = internalError("peer group {:#x}: rank {} connects before rank {} has joined", key_,
-                           rank, q);
-      else if (o.device != r.device)
-        st = dev_->enablePeerAccess(o.device);
-    }
+    Status st = spansProcesses_ ? connectProcesses(rank, allgather) : connectThreads(rank);
     if (Status back = dev_->setDevice(previous); st.isOk()) st = back;
     return st;
   }
 
+  // The group's failure, recorded by a rank of any process.
   Status failure() {
-    if (!failed_.load()) return Status::ok();
-    std::lock_guard<std::mutex> lock(mu_);
-    return failure_;
+    if (!state_ || std::atomic_ref<uint32_t>(state_->failed).load(std::memory_order_acquire) != 2)
+      return Status::ok();
+    return makeStatus(static_cast<Code>(state_->code), "{}", state_->why);
   }
 
+  // Records the group's failure (the first one wins, across processes too) and, for an abort,
+  // releases every waiting kernel of the group.
   void fail(const Status& why, bool abort) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (!failed_.load()) {
-        failure_ = why;
-        failed_.store(true);
-      }
+    if (!state_) return;  // a group spanning processes that never connected: no kernel ran
+    uint32_t expected = 0;
+    if (std::atomic_ref<uint32_t>(state_->failed)
+            .compare_exchange_strong(expected, 1, std::memory_order_acq_rel)) {
+      state_->code = static_cast<int32_t>(why.code());
+      std::snprintf(state_->why, sizeof state_->why, "%s", why.message().c_str());
+      std::atomic_ref<uint32_t>(state_->failed).store(2, std::memory_order_release);
     }
-    if (abort && abort_) std::atomic_ref<uint32_t>(*abort_).store(1, std::memory_order_release);
+    if (abort) std::atomic_ref<uint32_t>(state_->abort).store(1, std::memory_order_release);
   }
 
   // The rank's kernels' failure, if one was recorded (mapped memory the GPU writes).
@@ -333,10 +376,10 @@ class PeerGroup {
   peer::Launch launchFor(Rank& r, const Placed& placed) const {
     peer::Launch l;
     l.program = reinterpret_cast<const peer::ProgramHeader*>(r.programs + placed.offset);
-    for (int q = 0; q < nranks_; ++q) l.arenas[q] = ranks_[q]->arena;
+    for (int q = 0; q < nranks_; ++q) l.arenas[q] = arenas_[q];
     l.layout = layout_;
     l.error = r.error;
-    l.abortFlag = abort_;
+    l.abortFlag = abortDevice_;
     l.timeoutNs = timeoutNs();
     return l;
   }
@@ -386,24 +429,165 @@ class PeerGroup {
     return dev_->launch(l, placed->header, op.stream);
   }
 
+  std::string sharedName() const { return fmt::format("/tutti-peer-{:016x}", key_); }
+
+  // Every rank's arena as this process's ranks reach it, peer access enabled where their devices
+  // differ (ncclCommInitAll over several GPUs).
+  Status connectThreads(int rank) {
+    const Rank& r = *ranks_[rank];
+    for (int q = 0; q < nranks_; ++q) {
+      const Rank& o = *ranks_[q];
+      if (o.arena == nullptr)
+        return internalError("peer group {:#x}: rank {} connects before rank {} has joined", key_,
+                             rank, q);
+      if (o.device != r.device) TUTTI_TRY(dev_->enablePeerAccess(o.device));
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    for (int q = 0; q < nranks_; ++q) arenas_[q] = ranks_[q]->arena;
+    return Status::ok();
+  }
+
+  // Ranks in several processes. Step 1: rank 0 creates the shared state; every rank exports its
+  // arena; allgather. Step 2: each process maps the shared state and the other processes' arenas
+  // (once, whichever of its ranks comes first); allgather of the outcomes; rank 0 removes the
+  // shared memory's name (every process has it mapped by then). Each rank takes part in both
+  // allgathers whatever its own outcome, so that every rank returns the same verdict.
+  Status connectProcesses(int rank, const PeerAllgather& allgather) {
+    if (!allgather)
+      return invalidUsage("peer group {:#x}: ranks in other processes need an allgather", key_);
+    const Rank& r = *ranks_[rank];
+    struct Exported {
+      PeerMemoryHandle handle{};
+      int32_t ok = 0;
+      int32_t pad = 0;
+    };
+    Exported mine;
+    Status st;
+    for (int q = 0; q < nranks_ && st.isOk(); ++q)
+      if (ranks_[q]->local && ranks_[q]->device != r.device)
+        st = invalidUsage(
+            "peer group {:#x}: ranks {} and {} of one process are on devices {} and {}, and the "
+            "group spans processes: the peer executor takes one device per process then",
+            key_, rank, q, r.device, ranks_[q]->device);
+    if (st.isOk() && rank == 0) st = createShared();
+    if (st.isOk()) {
+      auto h = dev_->exportMemory(r.arena);
+      if (h.isOk())
+        mine.handle = h.value();
+      else
+        st = h.status();
+    }
+    mine.ok = st.isOk() ? 1 : 0;
+    std::vector<Exported> all(nranks_);
+    TUTTI_TRY(allgather(&mine, all.data(), sizeof(Exported)));
+    for (int q = 0; q < nranks_ && st.isOk(); ++q)
+      if (!all[q].ok)
+        st = systemError("peer group {:#x}: rank {} could not share its arena", key_, q);
+    if (st.isOk()) {
+      std::vector<PeerMemoryHandle> handles;
+      for (const Exported& e : all) handles.push_back(e.handle);
+      st = attach(rank, handles);
+    }
+    const int32_t ok = st.isOk() ? 1 : 0;
+    std::vector<int32_t> oks(nranks_);
+    Status gathered = allgather(&ok, oks.data(), sizeof ok);
+    if (rank == 0) shm_unlink(sharedName().c_str());
+    TUTTI_TRY(gathered);
+    for (int q = 0; q < nranks_ && st.isOk(); ++q)
+      if (!oks[q])
+        st = systemError("peer group {:#x}: rank {} could not map its peers' memory", key_, q);
+    return st;
+  }
+
+  // Rank 0's process: the shared state, in shared memory made for it (a stale name of an earlier
+  // job is removed first).
+  Status createShared() {
+    const std::string name = sharedName();
+    shm_unlink(name.c_str());
+    const int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+    if (fd < 0) return systemError("shm_open({}) failed: {}", name, std::strerror(errno));
+    Status st;
+    if (ftruncate(fd, static_cast<off_t>(kSharedBytes)) != 0)
+      st = systemError("ftruncate({}) failed: {}", name, std::strerror(errno));
+    else
+      st = mapShared(fd);
+    close(fd);
+    return st;
+  }
+
+  // Maps the shared state from `fd` into this process and registers it for the current device.
+  Status mapShared(int fd) {
+    void* p = mmap(nullptr, kSharedBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED)
+      return systemError("mmap({}) failed: {}", sharedName(), std::strerror(errno));
+    auto device = dev_->currentDevice();
+    auto mapped =
+        device.isOk() ? dev_->registerHost(p, kSharedBytes) : Result<void*>(device.status());
+    if (!mapped.isOk()) {
+      munmap(p, kSharedBytes);
+      return mapped.status();
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    state_ = static_cast<SharedState*>(p);
+    abortDevice_ = static_cast<uint32_t*>(mapped.value());  // SharedState::abort: the first word
+    mappedOn_ = device.value();
+    return Status::ok();
+  }
+
+  // This process's view of the group: the shared state (unless rank 0 made it here) and every
+  // other process's arena; its own ranks' arenas are plain pointers.
+  Status attach(int rank, const std::vector<PeerMemoryHandle>& handles) {
+    std::lock_guard<std::mutex> lock(attachMu_);
+    if (!state_) {
+      const std::string name = sharedName();
+      const int fd = shm_open(name.c_str(), O_RDWR, 0600);
+      if (fd < 0) return systemError("shm_open({}) failed: {}", name, std::strerror(errno));
+      Status st = mapShared(fd);
+      close(fd);
+      TUTTI_TRY(st);
+    }
+    for (int q = 0; q < nranks_; ++q) {
+      if (arenas_[q]) continue;
+      if (ranks_[q]->local) {
+        if (ranks_[q]->arena == nullptr)
+          return internalError("peer group {:#x}: rank {} connects before rank {} has joined", key_,
+                               rank, q);
+        arenas_[q] = ranks_[q]->arena;
+        continue;
+      }
+      TUTTI_TRY_ASSIGN(void* base, dev_->openMemory(handles[q]));
+      arenas_[q] = static_cast<unsigned char*>(base);
+    }
+    return Status::ok();
+  }
+
   const uint64_t key_;
   const int nranks_;
   PeerDevice* const dev_;
   const peer::ArenaLayout layout_;
   const uint64_t programBytes_;
   std::vector<std::unique_ptr<Rank>> ranks_;
-  uint32_t* abort_ = nullptr;  // mapped host memory, shared by the group's kernels
-  std::mutex mu_;              // abort_'s allocation, failure_
-  std::atomic<bool> failed_{false};
-  Status failure_;
+  bool spansProcesses_ = false;
+  // Every rank's arena as this process's kernels reach it: its own ranks' allocations and the
+  // other processes' mapped ones (closed when the group goes). Set by connect; read by the
+  // launches, which come after every rank connected.
+  std::vector<unsigned char*> arenas_;
+  SharedState* state_ = nullptr;     // host address
+  uint32_t* abortDevice_ = nullptr;  // state_->abort as the device reaches it
+  int mappedOn_ = -1;                // the device this process mapped the shared memory for
+  std::mutex mu_;                    // state_ and arenas_ while they are set
+  std::mutex attachMu_;              // one rank of this process attaches at a time
 };
 
 Result<std::shared_ptr<PeerGroup>> joinPeerGroup(uint64_t key, int nranks, int rank, int device,
-                                                 PeerDevice* dev, const peer::ArenaConfig& config) {
+                                                 PeerDevice* dev, const peer::ArenaConfig& config,
+                                                 std::vector<int64_t> pids) {
   if (nranks < 1 || nranks > peer::kMaxRanks)
     return invalidUsage("peer group: nranks={} outside [1, {}]", nranks, peer::kMaxRanks);
   if (rank < 0 || rank >= nranks)
     return invalidUsage("peer group: rank={} outside [0, {})", rank, nranks);
+  if (!pids.empty() && pids.size() != static_cast<size_t>(nranks))
+    return invalidUsage("peer group: pids holds {} process ids for {} ranks", pids.size(), nranks);
   if (dev == nullptr)
     return invalidUsage("peer group: no device operations (a build without CUDA)");
   std::shared_ptr<PeerGroup> g;
@@ -414,8 +598,11 @@ Result<std::shared_ptr<PeerGroup>> joinPeerGroup(uint64_t key, int nranks, int r
     if (g && g->nranks() != nranks)
       return invalidUsage("peer group {:#x}: rank {} joins with {} ranks, the group has {}", key,
                           rank, nranks, g->nranks());
+    if (g && !g->sameProcesses(pids))
+      return invalidUsage("peer group {:#x}: rank {} joins with other ranks in this process", key,
+                          rank);
     if (!g) {
-      g = std::make_shared<PeerGroup>(key, nranks, dev, config);
+      g = std::make_shared<PeerGroup>(key, nranks, dev, config, pids);
       reg[key] = g;
     }
   }
@@ -423,7 +610,9 @@ Result<std::shared_ptr<PeerGroup>> joinPeerGroup(uint64_t key, int nranks, int r
   return g;
 }
 
-Status connectPeerGroup(PeerGroup& group, int rank) { return group.connect(rank); }
+Status connectPeerGroup(PeerGroup& group, int rank, const PeerAllgather& allgather) {
+  return group.connect(rank, allgather);
+}
 
 namespace {
 

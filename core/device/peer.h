@@ -2,7 +2,10 @@
 // The peer executor: every rank runs its own kernel (kernels/peer_interp.h) that exchanges data
 // with its peers' kernels through FIFOs in each other's arenas, as NCCL does across GPUs. For
 // ranks that are threads of one process, on one GPU or on several GPUs that can reach each
-// other's memory (ncclCommInitAll over several devices, one thread per GPU). Each rank's arena
+// other's memory (ncclCommInitAll over several devices, one thread per GPU), and for ranks that
+// are processes (one per GPU, as torchrun starts them; or several on one GPU under MPS): a
+// process maps the other processes' arenas with CUDA IPC (its own ranks' are plain pointers),
+// and the group's abort flag and failure live in shared memory. Each rank's arena
 // (FIFOs, counters, scratch; kernels/peer_program.h) and a program area are allocated on its GPU
 // when the communicator is made, and freed when the last rank of the group is gone: no CUDA
 // allocation, free or synchronisation happens while a kernel may wait. A collective is compiled
@@ -22,8 +25,10 @@
 // returns within microseconds.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -35,6 +40,9 @@
 namespace tutti::device {
 
 class Executor;
+
+/// What another process needs to map a rank's arena (a cudaIpcMemHandle_t for CUDA).
+using PeerMemoryHandle = std::array<std::byte, 64>;
 
 /// The device operations of the peer executor: CUDA's (cudaPeerDevice) or an emulation on CPU
 /// threads (tests/unit/peer_executor_test.cc). Called by the ranks' threads, each for its own
@@ -61,6 +69,21 @@ class PeerDevice {
   /// Enqueues one rank's program on `s` (kernels/peer_cuda.h's launchPeer).
   virtual Status launch(const kernels::peer::Launch& l, const kernels::peer::ProgramHeader& h,
                         Stream s) = 0;
+
+  // ---- for groups whose ranks are in several processes ----
+
+  /// Makes host memory [p, p + bytes) (page aligned: the group's shared memory) usable by the
+  /// current device and returns its device address (cudaHostRegister, mapped and portable).
+  virtual Result<void*> registerHost(void* p, size_t bytes) = 0;
+  virtual void unregisterHost(void* p) = 0;
+  /// What another process passes to openMemory to map `base`, an allocDevice allocation of the
+  /// current device (cudaIpcGetMemHandle).
+  virtual Result<PeerMemoryHandle> exportMemory(void* base) = 0;
+  /// Maps another process's exported allocation for the current device, which reaches it
+  /// directly from then on (cudaIpcOpenMemHandle with lazy peer access); returns its base.
+  /// Never called for an export of this process.
+  virtual Result<void*> openMemory(const PeerMemoryHandle& handle) = 0;
+  virtual void closeMemory(void* base) = 0;
 };
 
 /// CUDA's PeerDevice (the process-wide instance); nullptr in builds without CUDA.
@@ -77,19 +100,31 @@ kernels::peer::ArenaConfig peerArenaConfig(int nranks);
 /// shares (as the cliques' checks assume).
 bool peerEligible(const std::vector<BatchOp>& ops, int rank, int nranks);
 
-/// The ranks of one communicator that are threads of this process (the same `key` on every rank):
-/// created by the first rank to join; each rank allocates its arena and program area on
-/// `device`. After every rank has joined (the caller's barrier), each calls connect(). The group
-/// lives until its last rank's executor is destroyed. InvalidUsage for nranks outside [1,
-/// kMaxRanks], a rank outside [0, nranks), or a group of that key with another size; the
-/// device's errors.
+/// The ranks of one communicator (the same `key` on every rank) that are threads of this process:
+/// created by the first of them to join; each rank allocates its arena and program area on
+/// `device`. `pids` holds every rank's process id; empty when every rank is a thread of this
+/// process. After every rank has joined (the caller's barrier), each calls connectPeerGroup. The
+/// group lives until its last rank's executor of this process is destroyed. InvalidUsage for
+/// nranks outside [1, kMaxRanks], a rank outside [0, nranks), pids of another size, or a group of
+/// that key with another size; the device's errors.
 class PeerGroup;
 Result<std::shared_ptr<PeerGroup>> joinPeerGroup(uint64_t key, int nranks, int rank, int device,
                                                  PeerDevice* dev,
-                                                 const kernels::peer::ArenaConfig& config);
-/// Lets `rank`'s device reach every other rank's arena (peer access where the devices differ).
-/// Collective after joinPeerGroup: the errors must be agreed on by the caller.
-Status connectPeerGroup(PeerGroup& group, int rank);
+                                                 const kernels::peer::ArenaConfig& config,
+                                                 std::vector<int64_t> pids = {});
+
+/// An allgather over every rank of the group: each rank's `bytes` bytes, in rank order.
+using PeerAllgather = std::function<Status(const void* mine, void* all, size_t bytes)>;
+
+/// Lets `rank`'s device reach every other rank's arena: peer access where the devices of one
+/// process differ; when the group spans processes, rank 0 creates the group's shared memory and
+/// every process maps it and the other processes' arenas (CUDA IPC), with two calls of
+/// `allgather` (needed only then) that every rank makes even when it failed, so that the
+/// outcome is the same on every rank. Collective after joinPeerGroup. InvalidUsage for ranks of
+/// one process on several devices in a group that spans processes (their other devices would
+/// need peer access to memory mapped for the first); the device's and shared memory's errors,
+/// and SystemError naming a rank that failed elsewhere.
+Status connectPeerGroup(PeerGroup& group, int rank, const PeerAllgather& allgather = {});
 
 /// The executor of one rank of a group: every collective of a submitted batch is compiled (once
 /// per shape), its program uploaded (once) and launched on the operation's stream. The

@@ -6,6 +6,8 @@
 #   peer_test             the peer interpreter's FIFO protocols in its host emulator (ranks and
 #                         channels as threads), every 10th case of its sweeps
 #   peer_executor_test    the peer executor on an emulated device (streams as worker threads)
+#   peer_process_test     the same with ranks in forked processes (each process's threads: its
+#                         ranks, their streams and channels, attaching to the group at once)
 #   collectives_test      asynchronous Work: calls queued on the progress thread, waited on from
 #                         the caller ("asynchronous Work ...")
 #   fault_hang_test       abort from another thread, the SIGUSR1 hang report (signal handler and
@@ -24,7 +26,8 @@ cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTUTTI_WITH_CUDA=OFF -
   -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=thread" -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=thread" \
   >/dev/null
 cmake --build "$BUILD" -j"${TUTTI_JOBS:-2}" \
-  --target clique_test peer_test peer_executor_test collectives_test fault_hang_test nccl_prog_own >/dev/null
+  --target clique_test peer_test peer_executor_test peer_process_test collectives_test \
+  fault_hang_test nccl_prog_own >/dev/null
 echo "run_tsan: built in $(( $(date +%s) - start )) s"
 export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1"
 # name, then the command (Catch2 test names select the cases that run threads).
@@ -39,6 +42,7 @@ run() {
 run clique_test "$BUILD/bin/clique_test"
 TUTTI_PEER_TEST_STRIDE=10 run peer_test "$BUILD/bin/peer_test"
 run peer_executor_test "$BUILD/bin/peer_executor_test"
+run peer_process_test "$BUILD/bin/peer_process_test"
 # One comma-separated spec per binary; --warn NoTests fails a spec that matches nothing.
 run collectives_test "$BUILD/bin/collectives_test" --warn NoTests \
   "asynchronous Work completes in issue order with correct data"

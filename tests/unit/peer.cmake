@@ -6,3 +6,6 @@ target_compile_options(peer_test PRIVATE -ffp-contract=off)
 # The peer executor (core/device/peer.h) on an emulated device: streams as worker threads,
 # kernels run by the host emulator.
 tutti_add_test(peer_executor_test LABEL unit SOURCES peer_executor_test.cc TIMEOUT 300)
+# The peer executor with ranks in forked processes, each mapping the others' arenas (the
+# emulated device's memory is shared memory).
+tutti_add_test(peer_process_test LABEL unit SOURCES peer_process_test.cc TIMEOUT 300)

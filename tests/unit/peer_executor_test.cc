@@ -1,6 +1,6 @@
 // File: tests/unit/peer_executor_test.cc
 // The peer executor (core/device/peer.h) without a GPU: its device is emulated on CPU threads
-// (device memory is host memory, a stream is a worker thread running its queue in order, a
+// (tests/unit/emu_peer_device.h: a stream is a worker thread running its queue in order, a
 // kernel launch runs the peer program in the host emulator, kernels/peer_host.h). Ranks are
 // threads of this process, as the executor takes them: they join one group, connect, and submit
 // batches of collectives as the NCCL layer's device path does. Checked: every collective's
@@ -8,7 +8,7 @@
 // and uploaded once per shape and rank, counters carried across calls of many shapes, a group
 // of ranks on several emulated devices, abort releasing kernels that wait for a rank that never
 // calls, a kernel timeout reported by the rank's next call naming the peer, and the eligibility
-// rules.
+// rules. Ranks that are processes: peer_process_test.cc.
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <cstdlib>
@@ -19,9 +19,7 @@
 #include "core/batch.h"
 #include "core/device/executor.h"
 #include "core/device/peer.h"
-#include "kernels/peer_host.h"
-#include "tests/unit/emu_stream.h"
-#include "tests/unit/engine_reference.h"
+#include "tests/unit/emu_peer_device.h"
 
 namespace tutti::device {
 namespace {
@@ -32,93 +30,12 @@ using namespace tutti::test;  // NOLINT: the reference helpers
 // TUTTI_TIMEOUT is read once per process: 2 s for the kernel-timeout case below.
 const bool kTimeoutSet = [] { return setenv("TUTTI_TIMEOUT", "2", 1) == 0; }();
 
-using test::EmuStream;
-
-class EmuDevice final : public PeerDevice {
- public:
-  Status setDevice(int device) override {
-    current() = device;
-    return Status::ok();
-  }
-  Result<int> currentDevice() override { return current(); }
-  Result<void*> allocDevice(size_t bytes) override { return alloc(bytes); }
-  void freeDevice(void* p) override { release(p); }
-  Result<void*> allocMapped(size_t bytes) override { return alloc(bytes); }
-  void freeMapped(void* p) override { release(p); }
-  Status enablePeerAccess(int peerDevice) override {
-    if (unreachable_ >= 0 && (peerDevice == unreachable_ || current() == unreachable_))
-      return invalidUsage("device {} cannot access device {}", current(), peerDevice);
-    return Status::ok();
-  }
-  Status upload(void* dst, const void* src, size_t bytes) override {
-    uploads_.fetch_add(1);
-    std::memcpy(dst, src, bytes);
-    return Status::ok();
-  }
-  Status launch(const peer::Launch& l, const peer::ProgramHeader&, Stream s) override {
-    launches_.fetch_add(1);
-    static_cast<EmuStream*>(s)->enqueue([this, l] {
-      Status st = peer::runOnHost(l, peer::HostOptions{20, 7});
-      std::lock_guard<std::mutex> lock(mu_);
-      if (!st.isOk()) kernelErrors_.push_back(st.message());
-    });
-    return Status::ok();
-  }
-
-  std::atomic<int> uploads_{0}, launches_{0};
-  int unreachable_ = -1;  // a device no other can reach
-  std::mutex mu_;
-  std::vector<std::string> kernelErrors_;
-
- private:
-  static int& current() {
-    thread_local int d = 0;
-    return d;
-  }
-  static void* alloc(size_t bytes) {
-    void* p = ::operator new[](bytes, std::align_val_t{256});
-    std::memset(p, 0, bytes);
-    return p;
-  }
-  static void release(void* p) { ::operator delete[](p, std::align_val_t{256}); }
-};
-
-class FakeOwner final : public DeviceOwner {
- public:
-  FakeOwner(int rank, int nranks) : rank_(rank), nranks_(nranks) {}
-  int deviceRank() const override { return rank_; }
-  int deviceRanks() const override { return nranks_; }
-  bool deviceAborted() const override { return aborted.load(); }
-  bool deviceReady() const override { return true; }
-  void post(std::function<void()> task, const CallArgs&) override { task(); }
-  Status runHost(std::vector<BatchOp>&) override { return internalError("not staged here"); }
-  void recordDeviceError(const Status& s, bool) override {
-    std::lock_guard<std::mutex> lock(mu);
-    if (recorded.isOk()) recorded = s;
-  }
-  std::atomic<bool> aborted{false};
-  std::mutex mu;
-  Status recorded;
-
- private:
-  int rank_, nranks_;
-};
-
-peer::ArenaConfig smallArena(int nranks) {
-  peer::ArenaConfig c;
-  c.nranks = nranks;
-  c.channels = 4;
-  c.slots = 4;
-  c.slotBytes = 256;
-  c.llSlots = 4;
-  c.llLines = 8;
-  c.scratchBytes = 64 << 10;
-  return c;
-}
+using tutti::test::EmuStream;
+using namespace emu;  // NOLINT: the emulated device and its helpers
 
 // n ranks on devices devices[r], joined and connected; one executor, owner and stream each.
 struct Group {
-  EmuDevice dev;
+  EmuPeerDevice dev;
   std::vector<std::unique_ptr<FakeOwner>> owners;
   std::vector<std::unique_ptr<Executor>> executors;
   std::vector<std::unique_ptr<EmuStream>> streams;
@@ -164,38 +81,14 @@ struct Group {
   }
 };
 
-BatchOp collOp(Coll coll, UserRank& u, size_t count, DataType dtype, RedOp op, int root,
-               const char* api) {
-  BatchOp o;
-  o.kind = BatchOp::Kind::kColl;
-  o.coll = coll;
-  o.send = u.send();
-  o.recv = u.recv();
-  o.count = count;
-  o.dtype = dtype;
-  o.op = op;
-  o.root = root;
-  o.sendDevice = o.recvDevice = o.sendReachable = o.recvReachable = true;
-  o.api = api;
-  return o;
-}
-
 // One call of every rank: the executor's results against the engine's (on exact arithmetic the
 // algorithm and pieces do not matter).
 std::string runOnce(Group& g, Coll coll, size_t count, DataType dtype, RedOp op, int root,
                     bool inPlace) {
   const int n = static_cast<int>(g.owners.size());
-  CollShape shape{coll, 0, n, count, dtype, op, root, inPlace};
-  std::vector<UserRank> users = layOut(shape, dtype), want = users;
-  const AlgorithmInfo* ring = nullptr;
-  for (const AlgorithmInfo& info : algo::registry())
-    if (info.coll == coll && !info.loaded && (!info.supports || info.supports(shape))) {
-      ring = &info;
-      break;
-    }
-  if (ring == nullptr) return "no reference algorithm";
-  if (std::string err = runEngine(shape, *ring, Arith{dtype, op, false}, want); !err.empty())
-    return "engine: " + err;
+  Reference ref = reference(CollShape{coll, 0, n, count, dtype, op, root, inPlace});
+  if (!ref.err.empty()) return ref.err;
+  std::vector<UserRank>& users = ref.users;
   std::vector<std::vector<BatchOp>> ops(n);
   for (int r = 0; r < n; ++r)
     ops[r].push_back(collOp(coll, users[r], count, dtype, op, root, "test"));
@@ -205,7 +98,7 @@ std::string runOnce(Group& g, Coll coll, size_t count, DataType dtype, RedOp op,
     std::lock_guard<std::mutex> lock(g.dev.mu_);
     if (!g.dev.kernelErrors_.empty()) return "kernel: " + g.dev.kernelErrors_.front();
   }
-  return compareMemory(users, want, dtype);
+  return compareMemory(users, ref.want, dtype);
 }
 
 }  // namespace

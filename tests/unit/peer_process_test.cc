@@ -1,0 +1,264 @@
+// File: tests/unit/peer_process_test.cc
+// The peer executor (core/device/peer.h) with ranks in several processes, without a GPU: forked
+// processes, each holding one or more ranks as threads, on the emulated device of
+// tests/unit/emu_peer_device.h, whose device memory is shared memory that the other processes
+// map through exportMemory/openMemory as CUDA IPC maps a cudaMalloc allocation. The ranks'
+// allgather (the communicator's, in core/device/path.cc) is a board in shared memory made before
+// the fork. Checked: every collective against the host engine with 2 processes of one rank,
+// 2 processes of 2 ranks (threads' arenas as pointers, the other process's mapped) and 3
+// processes; the other processes' arenas mapped once per process, and unmapped when the group
+// goes; an abort in one process releasing the kernels of the others and failing their later
+// calls with its reason; ranks of one process on two devices refused on every rank.
+#include <pthread.h>
+#include <sys/mman.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/device/executor.h"
+#include "tests/unit/emu_peer_device.h"
+#include "tools/launch/launcher.h"
+
+namespace tutti::device {
+namespace {
+
+using namespace emu;          // NOLINT: the emulated device and its helpers
+using namespace tutti::test;  // NOLINT: the reference helpers
+
+// The ranks' allgather: slots and a barrier in shared memory, mapped before the fork.
+class Board {
+ public:
+  static constexpr size_t kSlotBytes = 256;
+
+  explicit Board(int nranks) : nranks_(nranks) {
+    void* p =
+        mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    REQUIRE(p != MAP_FAILED);
+    shared_ = new (p) Shared;
+    pthread_barrierattr_t attr;
+    pthread_barrierattr_init(&attr);
+    pthread_barrierattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
+    pthread_barrier_init(&shared_->barrier, &attr, static_cast<unsigned>(nranks));
+    pthread_barrierattr_destroy(&attr);
+  }
+  ~Board() {
+    pthread_barrier_destroy(&shared_->barrier);
+    munmap(shared_, sizeof(Shared));
+  }
+  Board(const Board&) = delete;
+  Board& operator=(const Board&) = delete;
+
+  PeerAllgather allgather(int rank) {
+    return [this, rank](const void* mine, void* all, size_t bytes) -> Status {
+      if (bytes > kSlotBytes) return invalidUsage("board: {} bytes per rank", bytes);
+      std::memcpy(shared_->slots[rank], mine, bytes);
+      pthread_barrier_wait(&shared_->barrier);
+      for (int q = 0; q < nranks_; ++q)
+        std::memcpy(static_cast<unsigned char*>(all) + q * bytes, shared_->slots[q], bytes);
+      pthread_barrier_wait(&shared_->barrier);
+      return Status::ok();
+    };
+  }
+
+ private:
+  struct Shared {
+    pthread_barrier_t barrier;
+    unsigned char slots[kernels::peer::kMaxRanks][kSlotBytes];
+  };
+  const int nranks_;
+  Shared* shared_ = nullptr;
+};
+
+// One rank of a process: its group, executor, owner and stream, after join and connect.
+struct RankState {
+  std::shared_ptr<PeerGroup> group;
+  std::unique_ptr<FakeOwner> owner;
+  std::unique_ptr<Executor> executor;
+  std::unique_ptr<EmuStream> stream;
+  PeerAllgather allgather;  // over every rank: the board's
+  Status setUp;             // join and connect
+};
+
+// Joins and connects rank `rank` of `nranks` on `device` (process ids exchanged over the board,
+// as core/device/path.cc does over the communicator, and the join agreed on).
+Status setUp(RankState& s, EmuPeerDevice& dev, uint64_t key, int rank, int nranks, int device) {
+  const int64_t self = getpid();
+  std::vector<int64_t> pids(nranks);
+  TUTTI_TRY(s.allgather(&self, pids.data(), sizeof self));
+  auto g = joinPeerGroup(key, nranks, rank, device, &dev, smallArena(nranks), pids);
+  const int32_t ok = g.isOk() ? 1 : 0;
+  std::vector<int32_t> oks(nranks);
+  TUTTI_TRY(s.allgather(&ok, oks.data(), sizeof ok));
+  TUTTI_TRY(g.status());
+  for (int q = 0; q < nranks; ++q)
+    if (!oks[q]) return internalError("rank {} failed to join", q);
+  s.group = std::move(g).value();
+  TUTTI_TRY(connectPeerGroup(*s.group, rank, s.allgather));
+  s.owner = std::make_unique<FakeOwner>(rank, nranks);
+  s.executor = makePeerExecutor(s.group, rank);
+  s.stream = std::make_unique<EmuStream>(static_cast<uint32_t>(key + rank));
+  return Status::ok();
+}
+
+// Submits this rank's part of a call and waits for its stream: the submit's status.
+Status submit(RankState& s, std::vector<BatchOp>& ops) {
+  for (BatchOp& op : ops) op.stream = s.stream.get();
+  const RankBatch rb{s.owner.get(), &ops, nullptr};
+  Status st = s.executor->submit(std::span(&rb, 1));
+  s.stream->synchronize();
+  return st;
+}
+
+std::string kernelError(EmuPeerDevice& dev) {
+  std::lock_guard<std::mutex> lock(dev.mu_);
+  return dev.kernelErrors_.empty() ? "" : dev.kernelErrors_.front();
+}
+
+// This rank's part of a call, checked against the engine: "" or what went wrong.
+std::string runCall(RankState& s, EmuPeerDevice& dev, Coll coll, size_t count, DataType dtype,
+                    int root, bool inPlace, int rank, int nranks) {
+  Reference ref = reference(CollShape{coll, 0, nranks, count, dtype, RedOp::kSum, root, inPlace});
+  if (!ref.err.empty()) return ref.err;
+  std::vector<BatchOp> ops{collOp(coll, ref.users[rank], count, dtype, RedOp::kSum, root, "test")};
+  if (Status st = submit(s, ops); !st.isOk()) return "submit: " + st.message();
+  if (std::string k = kernelError(dev); !k.empty()) return "kernel: " + k;
+  std::string err = compareMemory({ref.users[rank]}, {ref.want[rank]}, dtype);
+  return err.empty() ? err : fmt::format("rank {}: {}", rank, err);
+}
+
+// Forks `procs` processes of `perProcess` ranks each (rank = process * perProcess + thread, on
+// device devices[rank]) and runs body(state, dev, rank, nranks) on every rank's thread after
+// setUp; a body returns "" or what went wrong. Then checks, in each process, that the group
+// mapped every other process's arena once while it lived (when `connected`) and unmapped them
+// and the shared state when it went. REQUIREs that every rank passed.
+template <typename Body>
+void runProcesses(int procs, int perProcess, uint64_t key, const std::vector<int>& devices,
+                  bool connected, Body body) {
+  const int nranks = procs * perProcess;
+  Board board(nranks);
+  launch::LaunchOptions opts;
+  opts.nranks = procs;
+  opts.timeout = std::chrono::seconds(120);
+  opts.captureOutput = true;
+  auto outcomes = launch::runRanks(opts, [&](int proc, int) -> int {
+    EmuPeerDevice dev;
+    std::vector<std::string> errors(perProcess + 1);
+    {
+      std::vector<RankState> states(perProcess);
+      std::vector<std::thread> threads;
+      for (int t = 0; t < perProcess; ++t)
+        threads.emplace_back([&, t] {
+          const int rank = proc * perProcess + t;
+          states[t].allgather = board.allgather(rank);
+          states[t].setUp = setUp(states[t], dev, key, rank, nranks, devices[rank]);
+          errors[t] = body(states[t], dev, rank, nranks);
+          const int32_t done = 1;  // every rank done before any group goes
+          std::vector<int32_t> all(nranks);
+          (void)states[t].allgather(&done, all.data(), sizeof done);
+        });
+      for (std::thread& th : threads) th.join();
+      if (connected && dev.openedCount() != static_cast<size_t>(nranks - perProcess))
+        errors[perProcess] = fmt::format("process {}: {} arenas of other processes mapped, not {}",
+                                         proc, dev.openedCount(), nranks - perProcess);
+    }
+    if (errors[perProcess].empty() && (dev.openedCount() != 0 || dev.registered_.load() != 0))
+      errors[perProcess] = fmt::format("process {}: {} arenas and {} registrations left", proc,
+                                       dev.openedCount(), dev.registered_.load());
+    int failed = 0;
+    for (const std::string& e : errors)
+      if (!e.empty()) {
+        std::fprintf(stderr, "%s\n", e.c_str());
+        ++failed;
+      }
+    return failed == 0 ? 0 : 1;
+  });
+  const bool ok = launch::allPassed(outcomes);
+  if (!ok)
+    for (const auto& o : outcomes) UNSCOPED_INFO(launch::describe(o) << "\n" << o.output);
+  REQUIRE(ok);
+}
+
+// Every collective at a few sizes (one FIFO slot, many wraps of the slots, several channels),
+// in and out of place, roots 0 and the last rank.
+std::string everyCollective(RankState& s, EmuPeerDevice& dev, int rank, int nranks) {
+  if (!s.setUp.isOk()) return fmt::format("rank {}: set up: {}", rank, s.setUp.message());
+  for (Coll coll : kColls)
+    for (size_t count : {size_t{1}, size_t{37}, size_t{5000}})
+      for (bool inPlace : {false, true}) {
+        if (inPlace && (!inPlaceDefined(coll) || coll == Coll::kAllToAll)) continue;
+        for (int root : {0, nranks - 1}) {
+          if (root != 0 && !rooted(coll)) continue;
+          const DataType dtype = reducing(coll) ? DataType::kInt32 : DataType::kFloat32;
+          std::string err = runCall(s, dev, coll, count, dtype, root, inPlace, rank, nranks);
+          if (!err.empty())
+            return fmt::format("{} count={} root={}{}: {}", collName(coll), count, root,
+                               inPlace ? " in place" : "", err);
+        }
+      }
+  return "";
+}
+
+// Rank 2 never calls; ranks 0 and 1 wait in their kernels until rank 2 aborts; every later call
+// of every rank fails with the abort's reason.
+std::string abortByRank2(RankState& s, EmuPeerDevice& dev, int rank, int nranks) {
+  if (!s.setUp.isOk()) return "set up: " + s.setUp.message();
+  Reference ref = reference(
+      CollShape{Coll::kAllReduce, 0, nranks, 1000, DataType::kFloat32, RedOp::kSum, 0, false});
+  std::vector<BatchOp> ops{collOp(Coll::kAllReduce, ref.users[rank], 1000, DataType::kFloat32,
+                                  RedOp::kSum, 0, "ncclAllReduce")};
+  if (rank == 2) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    s.executor->fail(invalidUsage("rank 2 aborted"), true);  // ncclCommAbort
+  } else {
+    const auto t0 = std::chrono::steady_clock::now();
+    if (Status st = submit(s, ops); !st.isOk()) return "submit: " + st.message();
+    if (std::chrono::steady_clock::now() - t0 > std::chrono::seconds(2))
+      return "the abort took over 2 s";
+    if (kernelError(dev).find("aborted") == std::string::npos)
+      return "kernel error: '" + kernelError(dev) + "', not an abort";
+  }
+  std::vector<int32_t> all(nranks);
+  const int32_t one = 1;
+  (void)s.allgather(&one, all.data(), sizeof one);
+  Status again = submit(s, ops);  // found in the shared state, whichever process aborted
+  if (again.code() != Code::kInvalidUsage ||
+      again.message().find("rank 2 aborted") == std::string::npos)
+    return "the call after the abort: " + again.toString();
+  return "";
+}
+
+// Process 0's ranks (on two devices) say why they cannot connect; process 1's name rank 0.
+std::string refusedTwoDevices(RankState& s, EmuPeerDevice&, int rank, int) {
+  const std::string m = s.setUp.message();
+  const bool why = s.setUp.code() == Code::kInvalidUsage &&
+                   m.find("one device per process") != std::string::npos;
+  const bool told = m.find("rank 0 could not share its arena") != std::string::npos;
+  if (s.setUp.isOk() || (rank < 2 && !why) || (rank >= 2 && !told))
+    return fmt::format("rank {}: {}", rank, s.setUp.toString());
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("peer executor, ranks in processes: every collective, exact", "[peer]") {
+  SECTION("2 processes of 1 rank") { runProcesses(2, 1, 0x2001, {0, 1}, true, everyCollective); }
+  SECTION("2 processes of 2 ranks") {
+    runProcesses(2, 2, 0x2002, {0, 0, 1, 1}, true, everyCollective);
+  }
+  SECTION("3 processes of 1 rank") { runProcesses(3, 1, 0x2003, {0, 1, 2}, true, everyCollective); }
+}
+
+TEST_CASE("peer executor, ranks in processes: an abort in one releases the others", "[peer]") {
+  runProcesses(3, 1, 0x2004, {0, 1, 2}, true, abortByRank2);
+}
+
+TEST_CASE("peer executor, ranks in processes: one process on two devices is refused", "[peer]") {
+  runProcesses(2, 2, 0x2005, {0, 1, 2, 2}, false, refusedTwoDevices);
+}
+
+}  // namespace tutti::device
