@@ -79,18 +79,7 @@ bool inPlaceOn(const BatchOp& op, int rank, int nranks) {
   return detail::inPlaceOf(op.callArgs(), rank, nranks);
 }
 
-// What every rank of a group shares in host memory: the kernels' abort flag (the GPU reads it)
-// and the group's failure, which every rank reports from its next call on. In mapped host memory
-// when the ranks are threads of one process; in shared memory, mapped by every process and
-// registered for its device, when they are not.
-struct SharedState {
-  uint32_t abort = 0;   // peer::Launch::abortFlag
-  uint32_t failed = 0;  // 0; 1 while `code` and `why` are written; 2 once they are
-  int32_t code = 0;     // the failure's Code
-  char why[1012] = {};
-};
-constexpr size_t kSharedBytes = 4096;
-static_assert(sizeof(SharedState) <= kSharedBytes);
+constexpr size_t kSharedBytes = 4096;  // PeerGroup::SharedState's page
 
 }  // namespace
 
@@ -121,6 +110,18 @@ bool peerEligible(const std::vector<BatchOp>& ops, int rank, int nranks) {
 
 class PeerGroup {
  public:
+  // What every rank of a group shares in host memory: the kernels' abort flag (the GPU reads it)
+  // and the group's failure, which every rank reports from its next call on. In mapped host memory
+  // when the ranks are threads of one process; in shared memory, mapped by every process and
+  // registered for its device, when they are not.
+  struct SharedState {
+    uint32_t abort = 0;   // peer::Launch::abortFlag
+    uint32_t failed = 0;  // 0; 1 while `code` and `why` are written; 2 once they are
+    int32_t code = 0;     // the failure's Code
+    char why[1012] = {};
+  };
+  static_assert(sizeof(SharedState) <= kSharedBytes);
+
   // A call shape: (coll, count, dtype, op, root, in place, premulsum, the scalar's bytes).
   using Key = std::tuple<int, size_t, int, int, int, bool, bool, int64_t>;
 

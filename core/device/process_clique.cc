@@ -29,6 +29,12 @@ constexpr int kDepth = 4;             // posts a rank may be ahead of the leader
 constexpr int kMaxCallsPerPost = 16;  // operations in one rank's batch (a group)
 constexpr uint64_t kFlagBit = 1, kAbortBit = uint64_t{1} << 32;
 
+}  // namespace
+
+// The shared memory's parts, named outside the anonymous namespace because ProcessClique::Region
+// holds them.
+namespace process_clique_shm {
+
 struct WireBuffer {
   std::array<std::byte, 64> handle{};
   uint64_t offset = 0, allocation = 0;
@@ -61,6 +67,16 @@ struct alignas(64) Mailbox {
   alignas(64) std::atomic<uint64_t> taken{0};  // posts the leader has read
   Post posts[kDepth];
 };
+
+}  // namespace process_clique_shm
+
+namespace {
+
+using process_clique_shm::Flag;
+using process_clique_shm::Mailbox;
+using process_clique_shm::Post;
+using process_clique_shm::WireBuffer;
+using process_clique_shm::WireCall;
 
 uint32_t* handshake(Flag& f) { return reinterpret_cast<uint32_t*>(&f.word); }
 // The host's side of an abort: one atomic read-modify-write of the whole word, so that a
