@@ -11,11 +11,13 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <map>
 #include <mutex>
 #include <new>
+#include <thread>
 #include <tuple>
 
 #include "base/arg_check.h"
@@ -118,7 +120,10 @@ class PeerGroup {
     uint32_t abort = 0;   // peer::Launch::abortFlag
     uint32_t failed = 0;  // 0; 1 while `code` and `why` are written; 2 once they are
     int32_t code = 0;     // the failure's Code
-    char why[1012] = {};
+    char why[948] = {};
+    // Rank q's process has closed its mappings of the other processes' arenas (a group spanning
+    // processes, when it goes): each process frees its own arenas only after that.
+    uint32_t closed[peer::kMaxRanks] = {};
   };
   static_assert(sizeof(SharedState) <= kSharedBytes);
 
@@ -168,14 +173,10 @@ class PeerGroup {
       if (auto it = reg.find(key_); it != reg.end() && it->second.expired()) reg.erase(it);
     }
     const Result<int> previous = dev_->currentDevice();
-    if (mappedOn_ >= 0 && dev_->setDevice(mappedOn_).isOk()) {
-      for (int q = 0; q < nranks_; ++q)
-        if (!ranks_[q]->local && arenas_[q]) dev_->closeMemory(arenas_[q]);
-      if (state_ && spansProcesses_) dev_->unregisterHost(state_);
-    }
+    const bool arenasUnmapped = releaseMappings();
     for (auto& r : ranks_) {
       if (r->device >= 0 && dev_->setDevice(r->device).isOk()) {
-        if (r->arena) dev_->freeDevice(r->arena);
+        if (r->arena && arenasUnmapped) dev_->freeDevice(r->arena);
         if (r->programs) dev_->freeDevice(r->programs);
       }
       if (r->mirror) dev_->freeMapped(r->mirror);
@@ -432,6 +433,42 @@ class PeerGroup {
 
   std::string sharedName() const { return fmt::format("/tutti-peer-{:016x}", key_); }
 
+  // A group spanning processes, going: closes this process's mappings of the other processes'
+  // arenas, says so in the shared state, and waits up to 10 s for every other process to have
+  // closed its mappings of this process's arenas, since freeing memory that another process
+  // still has mapped is undefined (cudaIpcOpenMemHandle's documentation). False when they did
+  // not (a process that died, or never mapped the shared state): the arenas then stay allocated.
+  bool releaseMappings() {
+    if (!spansProcesses_) return true;
+    if (mappedOn_ >= 0 && dev_->setDevice(mappedOn_).isOk())
+      for (int q = 0; q < nranks_; ++q)
+        if (!ranks_[q]->local && arenas_[q]) dev_->closeMemory(arenas_[q]);
+    if (!exported_) return true;  // no process got as far as mapping another's arenas
+    bool unmapped = state_ != nullptr;
+    if (state_) {
+      for (int q = 0; q < nranks_; ++q)
+        if (ranks_[q]->local)
+          std::atomic_ref<uint32_t>(state_->closed[q]).store(1, std::memory_order_release);
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      auto allClosed = [&] {
+        for (int q = 0; q < nranks_; ++q)
+          if (std::atomic_ref<uint32_t>(state_->closed[q]).load(std::memory_order_acquire) == 0)
+            return false;
+        return true;
+      };
+      while (!allClosed() && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      unmapped = allClosed();
+      if (mappedOn_ >= 0 && dev_->setDevice(mappedOn_).isOk()) dev_->unregisterHost(state_);
+    }
+    if (!unmapped)
+      TUTTI_LOG_WARN(Subsys::kInit,
+                     "peer group {:#x}: another process did not say it unmapped this process's "
+                     "arenas within 10 s; they stay allocated",
+                     key_);
+    return unmapped;
+  }
+
   // Every rank's arena as this process's ranks reach it, peer access enabled where their devices
   // differ (ncclCommInitAll over several GPUs).
   Status connectThreads(int rank) {
@@ -485,6 +522,7 @@ class PeerGroup {
       if (!all[q].ok)
         st = systemError("peer group {:#x}: rank {} could not share its arena", key_, q);
     if (st.isOk()) {
+      exported_ = true;  // every process now maps the others' arenas (or fails to)
       std::vector<PeerMemoryHandle> handles;
       for (const Exported& e : all) handles.push_back(e.handle);
       st = attach(rank, handles);
@@ -569,6 +607,7 @@ class PeerGroup {
   const uint64_t programBytes_;
   std::vector<std::unique_ptr<Rank>> ranks_;
   bool spansProcesses_ = false;
+  std::atomic<bool> exported_{false};  // every rank shared its arena: processes map them
   // Every rank's arena as this process's kernels reach it: its own ranks' allocations and the
   // other processes' mapped ones (closed when the group goes). Set by connect; read by the
   // launches, which come after every rank connected.

@@ -7,8 +7,9 @@
 // the fork. Checked: every collective against the host engine with 2 processes of one rank,
 // 2 processes of 2 ranks (threads' arenas as pointers, the other process's mapped) and 3
 // processes; the other processes' arenas mapped once per process, and unmapped when the group
-// goes; an abort in one process releasing the kernels of the others and failing their later
-// calls with its reason; ranks of one process on two devices refused on every rank.
+// goes, and a process's arenas freed only after the others unmapped them; an abort in one process
+// releasing the kernels of the others and failing their later calls with its reason; ranks of one
+// process on two devices refused on every rank.
 #include <pthread.h>
 #include <sys/mman.h>
 
@@ -232,6 +233,25 @@ std::string abortByRank2(RankState& s, EmuPeerDevice& dev, int rank, int nranks)
   return "";
 }
 
+// Rank 1's process keeps its group 500 ms longer; rank 0's process, whose group goes first, frees
+// its arena only once rank 1's has unmapped it: its group's destruction waits that long.
+std::string lastToUnmap(RankState& s, EmuPeerDevice& dev, int rank, int nranks) {
+  if (std::string err =
+          runCall(s, dev, Coll::kAllReduce, 3000, DataType::kInt32, 0, false, rank, nranks);
+      !err.empty())
+    return err;
+  s.executor.reset();  // the group's last user in this process but s.group
+  if (rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const auto t0 = std::chrono::steady_clock::now();
+  s.group.reset();
+  const auto waited = std::chrono::steady_clock::now() - t0;
+  if (rank == 0 && waited < std::chrono::milliseconds(400))
+    return fmt::format("rank 0's group went after {} ms, before rank 1 unmapped its arena",
+                       std::chrono::duration_cast<std::chrono::milliseconds>(waited).count());
+  if (waited > std::chrono::seconds(5)) return "a group took over 5 s to go";
+  return "";
+}
+
 // Process 0's ranks (on two devices) say why they cannot connect; process 1's name rank 0.
 std::string refusedTwoDevices(RankState& s, EmuPeerDevice&, int rank, int) {
   const std::string m = s.setUp.message();
@@ -255,6 +275,11 @@ TEST_CASE("peer executor, ranks in processes: every collective, exact", "[peer]"
 
 TEST_CASE("peer executor, ranks in processes: an abort in one releases the others", "[peer]") {
   runProcesses(3, 1, 0x2004, {0, 1, 2}, true, abortByRank2);
+}
+
+TEST_CASE("peer executor, ranks in processes: arenas are freed after the others unmapped them",
+          "[peer]") {
+  runProcesses(2, 1, 0x2006, {0, 1}, false, lastToUnmap);
 }
 
 TEST_CASE("peer executor, ranks in processes: one process on two devices is refused", "[peer]") {
