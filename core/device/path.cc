@@ -17,6 +17,7 @@
 #include "core/device/clique.h"
 #include "core/device/executor.h"
 #include "core/device/peer.h"
+#include "core/device/placement.h"
 #include "core/device/process_clique.h"
 #include "core/device/staged.h"
 
@@ -119,17 +120,6 @@ Status joinPeer(DevicePath& path, Communicator& comm, int rank, int nranks, int 
   return Status::ok();
 }
 
-// Whether ranks of different processes share a GPU where one of them is not under MPS: their
-// contexts are time-sliced, so a kernel spinning for the other's could wait a whole time slice
-// (docs/GPU.md); the peer executor leaves them to the process clique or the staged path.
-bool timeSliced(const std::vector<DeviceInfo>& all) {
-  for (size_t r = 0; r < all.size(); ++r)
-    for (size_t q = 0; q < r; ++q)
-      if (all[q].pid != all[r].pid && all[q].uuid == all[r].uuid && !(all[q].mps && all[r].mps))
-        return true;
-  return false;
-}
-
 }  // namespace
 
 bool cudaDevicePresent() { return device::cudaDevicePresent(); }
@@ -179,25 +169,26 @@ Status joinDeviceClique(DevicePath& path, Communicator& comm, int cudaDevice) {
   if (rank == 0) mine.key = std::random_device{}() * 0x100000001ull ^ std::random_device{}();
   std::vector<DeviceInfo> all(nranks);
   TUTTI_TRY(comm.allGather(&mine, all.data(), sizeof(DeviceInfo), DataType::kUint8));
-  bool oneGpu = true, oneProcess = true, ownProcesses = true, peer = true;
-  for (int r = 0; r < nranks; ++r) {
-    const DeviceInfo& o = all[r];
-    oneGpu = oneGpu && o.device >= 0 && !o.staged && o.host == all[0].host && o.uuid == all[0].uuid;
-    oneProcess = oneProcess && o.pid == all[0].pid;
-    peer = peer && o.peer && o.device >= 0 && o.host == all[0].host;
-    for (int q = 0; q < r; ++q) ownProcesses = ownProcesses && all[q].pid != o.pid;
-  }
+  std::vector<device::Placement> places;
   std::vector<int64_t> pids;
-  for (const DeviceInfo& o : all) pids.push_back(o.pid);
-  if (peer && oneProcess) return joinPeer(path, comm, rank, nranks, mine.device, all[0].key, {});
-  if (peer && !timeSliced(all))
+  for (const DeviceInfo& o : all) {
+    places.push_back(
+        {o.host, o.pid, o.uuid, o.device >= 0, o.staged != 0, o.peer != 0, o.mps != 0});
+    pids.push_back(o.pid);
+  }
+  const device::PathKind kind = device::choosePath(places);
+  if (kind == device::PathKind::kPeerThreads)
+    return joinPeer(path, comm, rank, nranks, mine.device, all[0].key, {});
+  if (kind == device::PathKind::kPeerProcesses)
     return joinPeer(path, comm, rank, nranks, mine.device, all[0].key, pids);
-  if (peer && rank == 0)
+  const bool allPeer =
+      std::all_of(places.begin(), places.end(), [](const device::Placement& p) { return p.peer; });
+  if (rank == 0 && allPeer && device::timeSliced(places))
     TUTTI_LOG_WARN(Subsys::kInit,
                    "TUTTI_DEVICE_PATH=peer: ranks of different processes share a GPU without MPS "
                    "(a kernel waiting for another process's kernel could wait a whole time "
                    "slice); the peer executor is not used");
-  if (!oneGpu || (!oneProcess && !ownProcesses)) return Status::ok();
+  if (kind == device::PathKind::kStaged) return Status::ok();
   // A clique that cannot be formed leaves device memory to the staged executor.
   auto staged = [&](const char* what, const Status& why) {
     TUTTI_LOG_WARN(Subsys::kInit,
@@ -206,7 +197,7 @@ Status joinDeviceClique(DevicePath& path, Communicator& comm, int cudaDevice) {
                    rank, what, why.message());
     return Status::ok();
   };
-  if (oneProcess) {
+  if (kind == device::PathKind::kThreadClique) {
     auto c = device::Clique::join(all[0].key, nranks, rank, mine.device, device::cudaStreamOps());
     if (!c.isOk()) return staged("threads of one process", c.status());
     path.cliqueKey = c.value().get();
