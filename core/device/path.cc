@@ -61,8 +61,8 @@ struct DeviceInfo {
   int32_t staged = 0;              // TUTTI_DEVICE_PATH=staged on this rank
   int32_t peer = 0;                // TUTTI_DEVICE_PATH=peer on this rank
   int32_t mps = 0;                 // MPS's control pipe exists (mpsPresent)
-  int32_t pad = 0;
-  uint64_t key = 0;  // rank 0's is the clique key
+  int32_t pad = 0;                 // key starts at a multiple of 8
+  uint64_t key = 0;                // rank 0's is the clique key
 };
 
 // Whether this process's kernels run under MPS, as far as can be told without CUDA's help: the
