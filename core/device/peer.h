@@ -7,11 +7,12 @@
 // process maps the other processes' arenas with CUDA IPC (its own ranks' are plain pointers),
 // and the group's abort flag and failure live in shared memory. Each rank's arena
 // (FIFOs, counters, scratch; kernels/peer_program.h) and a program area are allocated on its GPU
-// when the communicator is made, and freed when the last rank of the group is gone: no CUDA
-// allocation, free or synchronisation happens while a kernel may wait. A collective is compiled
-// once per call shape (core/device/peer_compile.h), its program copied to the rank's program area
-// on the call's stream, and launched there; the FIFO counters live in device memory across calls,
-// so CUDA graphs replay correctly.
+// when the communicator is made, and freed when the group's last rank in this process is gone
+// (and, across processes, once the others have unmapped them): no CUDA allocation, free or
+// synchronisation happens while a kernel may wait. A collective is compiled once per call shape
+// (core/device/peer_compile.h), its program copied once to the rank's program area (on a stream
+// of its own, waited for alone), and launched on the call's stream; the FIFO counters live in
+// device memory across calls, so CUDA graphs replay correctly.
 //
 // Opt-in (TUTTI_DEVICE_PATH=peer) until it has run on a GPU: the code is compiled and its
 // protocol runs in the host emulator in CI, but no GPU has executed it yet (docs/GPU.md).
