@@ -47,8 +47,8 @@ cd "$BUILD"
 #                                     (__lsan_do_recoverable_leak_check) once died inside
 #                                     LeakSanitizer itself ("Tracer caught signal 11") over tcp;
 #                                     run below, up to 3 times: a leak fails every run
-# The peer emulator's sweeps (peer_test) run every 4th case here, all of them in the normal build.
-export TUTTI_PEER_TEST_STRIDE=4
+# The peer emulator's sweeps (peer_test) run every 3rd case here, all of them in the normal build.
+export TUTTI_PEER_TEST_STRIDE=3
 ctest --output-on-failure --timeout 900 -j"${TUTTI_JOBS:-2}" -L "unit|mp|nccl" -LE "gpu|ib|python" \
   -E "^(unit\.layers|unit\.compare_report.*|nccl\.needed|mp\.repeated collectives allocate nothing|unit\.tutti_sched_verify_all|nccl\.launch\.mpirun|mp\.a communicator created and destroyed 1,000 times leaves nothing behind)$" \
   "$@"

@@ -4,7 +4,7 @@
 # default build-tsan). CUDA and ibverbs are left out of this build: the tests need neither.
 #   clique_test           the device cliques' protocols on emulated streams (CPU threads only)
 #   peer_test             the peer interpreter's FIFO protocols in its host emulator (ranks and
-#                         channels as threads), every 20th case of its sweeps
+#                         channels as threads), every 5th case of its sweeps
 #   peer_executor_test    the peer executor on an emulated device (streams as worker threads)
 #   peer_process_test     the same with ranks in forked processes (each process's threads: its
 #                         ranks, their streams and channels, attaching to the group at once)
@@ -40,7 +40,7 @@ run() {
   echo "run_tsan: $name passed under ThreadSanitizer ($(( $(date +%s) - t0 )) s)"
 }
 run clique_test "$BUILD/bin/clique_test"
-TUTTI_PEER_TEST_STRIDE=20 run peer_test "$BUILD/bin/peer_test"
+TUTTI_PEER_TEST_STRIDE=5 run peer_test "$BUILD/bin/peer_test"
 run peer_executor_test "$BUILD/bin/peer_executor_test"
 run peer_process_test "$BUILD/bin/peer_process_test"
 # One comma-separated spec per binary; --warn NoTests fails a spec that matches nothing.

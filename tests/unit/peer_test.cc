@@ -223,8 +223,9 @@ Outcome checkPeer(const AlgorithmInfo& info, CollShape shape, const Arith& a, Pr
   return out;
 }
 
-// TUTTI_PEER_TEST_STRIDE=k runs every k-th case of the sweeps below (the ThreadSanitizer run,
-// tests/tsan/run_tsan.sh, takes a sample); default 1: every case.
+// TUTTI_PEER_TEST_STRIDE=k runs every k-th case of the sweeps below (the sanitizer runs take a
+// sample); default 1: every case. Odd k takes both protocols (each shape runs simple, then low
+// latency).
 size_t stride() {
   const char* v = std::getenv("TUTTI_PEER_TEST_STRIDE");
   const long k = v != nullptr ? std::atol(v) : 1;
@@ -247,15 +248,13 @@ TEST_CASE("peer programs match the host engine on every algorithm and shape", "[
   forEachShape({1, 2, 3, 4, 5, 6, 7, 8}, true, 257,
                [&](const AlgorithmInfo& info, const CollShape& shape) {
                  for (Protocol p : {Protocol::kSimple, Protocol::kLowLatency}) {
-                   if ((which + 1) % every != 0) {
-                     ++which;
-                     continue;
-                   }
-                   Arith a = reducing(info.coll) ? ariths[which++ % ariths.size()] : Arith{};
+                   const size_t n = which++;  // this case's number in the sweep
+                   if ((n + 1) % every != 0) continue;
+                   Arith a = reducing(info.coll) ? ariths[n % ariths.size()] : Arith{};
                    if (a.preMul && shape.inPlace) a.preMul = false;  // no in-place premulsum
-                   const int channels = 1 + static_cast<int>(which % 3);
+                   const int channels = 1 + static_cast<int>(n % 3);
                    INFO(caseName(info, shape, a, p, channels));
-                   const Outcome o = checkPeer(info, shape, a, p, channels, 0, which);
+                   const Outcome o = checkPeer(info, shape, a, p, channels, 0, n);
                    REQUIRE(o.error == "");
                    if (o.declined) {
                      ++declined;
