@@ -443,9 +443,9 @@ class PeerGroup {
     if (mappedOn_ >= 0 && dev_->setDevice(mappedOn_).isOk())
       for (int q = 0; q < nranks_; ++q)
         if (!ranks_[q]->local && arenas_[q]) dev_->closeMemory(arenas_[q]);
-    if (!exported_) return true;  // no process got as far as mapping another's arenas
-    bool unmapped = state_ != nullptr;
-    if (state_) {
+    // Unless no process got as far as mapping another's arenas, wait until every one has closed.
+    bool unmapped = !exported_ || state_ != nullptr;
+    if (exported_ && state_) {
       for (int q = 0; q < nranks_; ++q)
         if (ranks_[q]->local)
           std::atomic_ref<uint32_t>(state_->closed[q]).store(1, std::memory_order_release);
@@ -459,8 +459,8 @@ class PeerGroup {
       while (!allClosed() && std::chrono::steady_clock::now() < deadline)
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
       unmapped = allClosed();
-      if (mappedOn_ >= 0 && dev_->setDevice(mappedOn_).isOk()) dev_->unregisterHost(state_);
     }
+    if (state_ && mappedOn_ >= 0 && dev_->setDevice(mappedOn_).isOk()) dev_->unregisterHost(state_);
     if (!unmapped)
       TUTTI_LOG_WARN(Subsys::kInit,
                      "peer group {:#x}: another process did not say it unmapped this process's "
@@ -498,8 +498,16 @@ class PeerGroup {
       PeerMemoryHandle handle{};
       int32_t ok = 0;
       int32_t pad = 0;
+      // What every rank must agree on, though each process reads it from its own environment:
+      // the arena's layout and the protocol's threshold.
+      int64_t settings[7] = {};
     };
     Exported mine;
+    const peer::ArenaConfig& c = layout_.config;
+    const int64_t settings[7] = {c.channels,        c.slots,   c.slotBytes,
+                                 c.llSlots,         c.llLines, static_cast<int64_t>(c.scratchBytes),
+                                 kPeerLlBytes.get()};
+    std::memcpy(mine.settings, settings, sizeof settings);
     Status st;
     for (int q = 0; q < nranks_ && st.isOk(); ++q)
       if (ranks_[q]->local && ranks_[q]->device != r.device)
@@ -521,6 +529,13 @@ class PeerGroup {
     for (int q = 0; q < nranks_ && st.isOk(); ++q)
       if (!all[q].ok)
         st = systemError("peer group {:#x}: rank {} could not share its arena", key_, q);
+    for (int q = 0; q < nranks_ && st.isOk(); ++q)
+      if (std::memcmp(all[q].settings, mine.settings, sizeof settings) != 0)
+        st = invalidUsage(
+            "peer group {:#x}: rank {} runs the peer executor with other settings than rank {} "
+            "(set the same TUTTI_PEER_CHANNELS, TUTTI_PEER_SCRATCH_BYTES and TUTTI_PEER_LL_BYTES "
+            "on every rank)",
+            key_, q, rank);
     if (st.isOk()) {
       exported_ = true;  // every process now maps the others' arenas (or fails to)
       std::vector<PeerMemoryHandle> handles;

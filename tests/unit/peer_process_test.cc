@@ -9,7 +9,7 @@
 // processes; the other processes' arenas mapped once per process, and unmapped when the group
 // goes, and a process's arenas freed only after the others unmapped them; an abort in one process
 // releasing the kernels of the others and failing their later calls with its reason; ranks of one
-// process on two devices refused on every rank.
+// process on two devices, or arenas laid out differently, refused on every rank.
 #include <pthread.h>
 #include <sys/mman.h>
 
@@ -87,11 +87,12 @@ struct RankState {
 
 // Joins and connects rank `rank` of `nranks` on `device` (process ids exchanged over the board,
 // as core/device/path.cc does over the communicator, and the join agreed on).
-Status setUp(RankState& s, EmuPeerDevice& dev, uint64_t key, int rank, int nranks, int device) {
+Status setUp(RankState& s, EmuPeerDevice& dev, uint64_t key, int rank, int nranks, int device,
+             const kernels::peer::ArenaConfig& config) {
   const int64_t self = getpid();
   std::vector<int64_t> pids(nranks);
   TUTTI_TRY(s.allgather(&self, pids.data(), sizeof self));
-  auto g = joinPeerGroup(key, nranks, rank, device, &dev, smallArena(nranks), pids);
+  auto g = joinPeerGroup(key, nranks, rank, device, &dev, config, pids);
   const int32_t ok = g.isOk() ? 1 : 0;
   std::vector<int32_t> oks(nranks);
   TUTTI_TRY(s.allgather(&ok, oks.data(), sizeof ok));
@@ -136,10 +137,11 @@ std::string runCall(RankState& s, EmuPeerDevice& dev, Coll coll, size_t count, D
 // device devices[rank]) and runs body(state, dev, rank, nranks) on every rank's thread after
 // setUp; a body returns "" or what went wrong. Then checks, in each process, that the group
 // mapped every other process's arena once while it lived (when `connected`) and unmapped them
-// and the shared state when it went. REQUIREs that every rank passed.
+// and the shared state when it went. REQUIREs that every rank passed. Every rank's arena is
+// smallArena's, but rank `otherSlots`'s has 8 slots per FIFO instead of 4.
 template <typename Body>
 void runProcesses(int procs, int perProcess, uint64_t key, const std::vector<int>& devices,
-                  bool connected, Body body) {
+                  bool connected, Body body, int otherSlots = -1) {
   const int nranks = procs * perProcess;
   Board board(nranks);
   launch::LaunchOptions opts;
@@ -156,7 +158,9 @@ void runProcesses(int procs, int perProcess, uint64_t key, const std::vector<int
         threads.emplace_back([&, t] {
           const int rank = proc * perProcess + t;
           states[t].allgather = board.allgather(rank);
-          states[t].setUp = setUp(states[t], dev, key, rank, nranks, devices[rank]);
+          kernels::peer::ArenaConfig config = smallArena(nranks);
+          if (rank == otherSlots) config.slots = 8;
+          states[t].setUp = setUp(states[t], dev, key, rank, nranks, devices[rank], config);
           errors[t] = body(states[t], dev, rank, nranks);
           const int32_t done = 1;  // every rank done before any group goes
           std::vector<int32_t> all(nranks);
@@ -263,6 +267,15 @@ std::string refusedTwoDevices(RankState& s, EmuPeerDevice&, int rank, int) {
   return "";
 }
 
+// Every rank is told that rank 1 (or, on rank 1, rank 0) has other settings.
+std::string otherSettings(RankState& s, EmuPeerDevice&, int rank, int) {
+  const std::string named = rank == 1 ? "rank 0 runs" : "rank 1 runs";
+  if (s.setUp.code() != Code::kInvalidUsage ||
+      s.setUp.message().find(named + " the peer executor with other settings") == std::string::npos)
+    return fmt::format("rank {}: {}", rank, s.setUp.toString());
+  return "";
+}
+
 }  // namespace
 
 TEST_CASE("peer executor, ranks in processes: every collective, exact", "[peer]") {
@@ -280,6 +293,10 @@ TEST_CASE("peer executor, ranks in processes: an abort in one releases the other
 TEST_CASE("peer executor, ranks in processes: arenas are freed after the others unmapped them",
           "[peer]") {
   runProcesses(2, 1, 0x2006, {0, 1}, false, lastToUnmap);
+}
+
+TEST_CASE("peer executor, ranks in processes: arenas laid out differently are refused", "[peer]") {
+  runProcesses(3, 1, 0x2007, {0, 1, 2}, false, otherSettings, /*otherSlots=*/1);
 }
 
 TEST_CASE("peer executor, ranks in processes: one process on two devices is refused", "[peer]") {
