@@ -4,13 +4,11 @@
 // channels per call shape, the program cache, and the launches.
 #include "core/device/peer.h"
 
-#include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -23,6 +21,7 @@
 #include "base/arg_check.h"
 #include "base/env.h"
 #include "base/log.h"
+#include "base/shared_memory.h"
 #include "core/batch.h"
 #include "core/device/compose.h"
 #include "core/device/executor.h"
@@ -158,10 +157,9 @@ class PeerGroup {
         programBytes_(peer::alignUp(
             static_cast<uint64_t>(std::max<int64_t>(kPeerProgramBytes.get(), 4096)), 256)),
         arenas_(nranks, nullptr) {
-    const int64_t self = getpid();
     for (int r = 0; r < nranks; ++r) {
       ranks_.push_back(std::make_unique<Rank>());
-      ranks_.back()->local = pids.empty() || pids[r] == self;
+      ranks_.back()->local = inThisProcess(pids, r);
       spansProcesses_ = spansProcesses_ || !ranks_.back()->local;
     }
   }
@@ -200,11 +198,15 @@ class PeerGroup {
 
   int nranks() const { return nranks_; }
 
+  // Whether rank q is a thread of this process, by every rank's process id (none: all are).
+  static bool inThisProcess(const std::vector<int64_t>& pids, int q) {
+    return pids.empty() || pids[q] == static_cast<int64_t>(getpid());
+  }
+
   // Whether the group was made with the same ranks in this process as `pids` says.
   bool sameProcesses(const std::vector<int64_t>& pids) const {
-    const int64_t self = getpid();
     for (int q = 0; q < nranks_; ++q)
-      if (ranks_[q]->local != (pids.empty() || pids[q] == self)) return false;
+      if (ranks_[q]->local != inThisProcess(pids, q)) return false;
     return true;
   }
 
@@ -515,7 +517,7 @@ class PeerGroup {
             "peer group {:#x}: ranks {} and {} of one process are on devices {} and {}, and the "
             "group spans processes: the peer executor takes one device per process then",
             key_, rank, q, r.device, ranks_[q]->device);
-    if (st.isOk() && rank == 0) st = createShared();
+    if (st.isOk() && rank == 0) st = mapShared(true);
     if (st.isOk()) {
       auto h = dev_->exportMemory(r.arena);
       if (h.isOk())
@@ -553,27 +555,12 @@ class PeerGroup {
     return st;
   }
 
-  // Rank 0's process: the shared state, in shared memory made for it (a stale name of an earlier
-  // job is removed first).
-  Status createShared() {
+  // Maps the shared state into this process (rank 0's process makes it, removing a stale name
+  // of an earlier job first) and registers it for the current device.
+  Status mapShared(bool create) {
     const std::string name = sharedName();
-    shm_unlink(name.c_str());
-    const int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
-    if (fd < 0) return systemError("shm_open({}) failed: {}", name, std::strerror(errno));
-    Status st;
-    if (ftruncate(fd, static_cast<off_t>(kSharedBytes)) != 0)
-      st = systemError("ftruncate({}) failed: {}", name, std::strerror(errno));
-    else
-      st = mapShared(fd);
-    close(fd);
-    return st;
-  }
-
-  // Maps the shared state from `fd` into this process and registers it for the current device.
-  Status mapShared(int fd) {
-    void* p = mmap(nullptr, kSharedBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (p == MAP_FAILED)
-      return systemError("mmap({}) failed: {}", sharedName(), std::strerror(errno));
+    if (create) shm_unlink(name.c_str());
+    TUTTI_TRY_ASSIGN(void* p, mapSharedMemory(name, kSharedBytes, create));
     auto device = dev_->currentDevice();
     auto mapped =
         device.isOk() ? dev_->registerHost(p, kSharedBytes) : Result<void*>(device.status());
@@ -592,14 +579,7 @@ class PeerGroup {
   // other process's arena; its own ranks' arenas are plain pointers.
   Status attach(int rank, const std::vector<PeerMemoryHandle>& handles) {
     std::lock_guard<std::mutex> lock(attachMu_);
-    if (!state_) {
-      const std::string name = sharedName();
-      const int fd = shm_open(name.c_str(), O_RDWR, 0600);
-      if (fd < 0) return systemError("shm_open({}) failed: {}", name, std::strerror(errno));
-      Status st = mapShared(fd);
-      close(fd);
-      TUTTI_TRY(st);
-    }
+    if (!state_) TUTTI_TRY(mapShared(false));
     for (int q = 0; q < nranks_; ++q) {
       if (arenas_[q]) continue;
       if (ranks_[q]->local) {

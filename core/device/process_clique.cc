@@ -3,7 +3,6 @@
 // handshakes and the leader's mapping of its peers' buffers.
 #include "core/device/process_clique.h"
 
-#include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -17,6 +16,7 @@
 #include <thread>
 
 #include "base/log.h"
+#include "base/shared_memory.h"
 
 namespace tutti::device {
 
@@ -25,8 +25,8 @@ namespace {
 namespace prog = kernels::program;
 
 constexpr uint64_t kMagic = 0x7570677474747574ull;  // "tuttgpu"
-constexpr int kDepth = 4;             // posts a rank may be ahead of the leader
-constexpr int kMaxCallsPerPost = 16;  // operations in one rank's batch (a group)
+constexpr int kDepth = 4;                           // posts a rank may be ahead of the leader
+constexpr int kMaxCallsPerPost = 16;                // operations in one rank's batch (a group)
 constexpr uint64_t kFlagBit = 1, kAbortBit = uint64_t{1} << 32;
 
 }  // namespace
@@ -63,7 +63,7 @@ struct alignas(64) Flag {
 };
 
 struct alignas(64) Mailbox {
-  std::atomic<uint64_t> posted{0};  // posts made by the rank
+  std::atomic<uint64_t> posted{0};             // posts made by the rank
   alignas(64) std::atomic<uint64_t> taken{0};  // posts the leader has read
   Post posts[kDepth];
 };
@@ -120,8 +120,8 @@ Result<std::unique_ptr<ProcessClique>> ProcessClique::create(uint64_t key, int n
                                                              StreamOps* ops,
                                                              const Allgather& allgather) {
   if (nranks < 2 || nranks > prog::kMaxRanks)
-    return invalidUsage("device process clique: {} ranks on one GPU; 2 to {} are supported",
-                        nranks, prog::kMaxRanks);
+    return invalidUsage("device process clique: {} ranks on one GPU; 2 to {} are supported", nranks,
+                        prog::kMaxRanks);
   if (!ops) return invalidUsage("device process clique: no stream operations (no CUDA)");
   std::unique_ptr<ProcessClique> c(
       new ProcessClique(key, nranks, rank, device, std::move(pids), ops));
@@ -157,32 +157,22 @@ Status ProcessClique::attach(const Allgather& allgather) {
         return systemError("device process clique {:#x}: rank {} failed to {}", key_, r, step);
     return Status::ok();
   };
-  // Maps the region (creating it with O_CREAT) unless this process has it mapped already.
-  auto mapRegion = [&](int flags) -> Status {
+  // Maps the region (creating it) unless this process has it mapped already.
+  auto mapRegion = [&](bool create) -> Status {
     std::lock_guard<std::mutex> lock(gMappingMu);
     if (auto it = mappings().find(key_); it != mappings().end()) {
       ++it->second.users;
       region_ = it->second.host;
       return Status::ok();
     }
-    const int fd = shm_open(name.c_str(), flags, 0600);
-    if (fd < 0) return systemError("shm_open({}) failed: {}", name, std::strerror(errno));
-    if ((flags & O_CREAT) && ftruncate(fd, static_cast<off_t>(regionBytes_)) != 0) {
-      const int e = errno;
-      close(fd);
-      return systemError("ftruncate({}, {}) failed: {}", name, regionBytes_, std::strerror(e));
-    }
-    void* p = mmap(nullptr, regionBytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    const int e = errno;
-    close(fd);
-    if (p == MAP_FAILED) return systemError("mmap({}) failed: {}", name, std::strerror(e));
+    TUTTI_TRY_ASSIGN(void* p, mapSharedMemory(name, regionBytes_, create));
     region_ = static_cast<Region*>(p);
     mappings()[key_] = Mapping{region_, nullptr, 1};
     return Status::ok();
   };
   Status st;
   if (rank_ == 0) {
-    st = mapRegion(O_CREAT | O_EXCL | O_RDWR);
+    st = mapRegion(true);
     if (st.isOk()) {
       new (region_) Region;
       region_->nranks = nranks_;
@@ -191,10 +181,10 @@ Status ProcessClique::attach(const Allgather& allgather) {
   }
   TUTTI_TRY(agree(st, "create the shared memory"));
   if (rank_ != 0) {
-    st = mapRegion(O_RDWR);
-    if (st.isOk() && (std::atomic_ref<uint64_t>(region_->magic).load(std::memory_order_acquire) !=
-                          kMagic ||
-                      region_->nranks != nranks_))
+    st = mapRegion(false);
+    if (st.isOk() &&
+        (std::atomic_ref<uint64_t>(region_->magic).load(std::memory_order_acquire) != kMagic ||
+         region_->nranks != nranks_))
       st = internalError("shared memory {} does not hold a clique of {} ranks", name, nranks_);
   }
   Status mapped = agree(st, "map the shared memory");
@@ -329,8 +319,7 @@ Status joinStreams(StreamOps& ops, const BatchStreams& streams, const std::vecto
 
 }  // namespace
 
-Status ProcessClique::submitPeer(const std::vector<Call>& calls,
-                                 const std::atomic<bool>* aborted) {
+Status ProcessClique::submitPeer(const std::vector<Call>& calls, const std::atomic<bool>* aborted) {
   TUTTI_TRY_ASSIGN(const BatchStreams streams, batchStreams(calls, rank_));
   Mailbox& box = region_->box[rank_];
   const auto limit = waitLimit();
@@ -466,15 +455,19 @@ Status ProcessClique::submitLeader(const std::vector<Call>& calls,
       c.api = apis.back().c_str();
       if (w.send.used) {
         auto p = mapped(r, {w.send.handle, w.send.offset, w.send.allocation});
-        if (!p.isOk()) st = Status(p.status().code(), fmt::format("rank {}'s sendbuff: {}", r,
-                                                                  p.status().message()));
-        else c.send = p.value();
+        if (!p.isOk())
+          st = Status(p.status().code(),
+                      fmt::format("rank {}'s sendbuff: {}", r, p.status().message()));
+        else
+          c.send = p.value();
       }
       if (w.recv.used && st.isOk()) {
         auto p = mapped(r, {w.recv.handle, w.recv.offset, w.recv.allocation});
-        if (!p.isOk()) st = Status(p.status().code(), fmt::format("rank {}'s recvbuff: {}", r,
-                                                                  p.status().message()));
-        else c.recv = p.value();
+        if (!p.isOk())
+          st = Status(p.status().code(),
+                      fmt::format("rank {}'s recvbuff: {}", r, p.status().message()));
+        else
+          c.recv = p.value();
       }
       c.sendReachable = c.recvReachable = true;
       all[r].push_back(c);
