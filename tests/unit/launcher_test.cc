@@ -8,6 +8,8 @@
 #include <fmt/format.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -361,6 +363,36 @@ TEST_CASE("launcher: a stop request is forwarded, then enforced", "[launcher]") 
   CHECK(outcomes[1].killed);
   CHECK(outcomes[1].causeRank == -1);
   CHECK(describe(outcomes[1]).find("after a stop request") != std::string::npos);
+  CHECK(noChildrenLeft());
+}
+
+TEST_CASE("launcher: sleeps while the ranks run and sees each end at once", "[launcher]") {
+  // A launcher that woke on a short tick would preempt a rank bound to its core every time.
+  const int probe = static_cast<int>(::syscall(SYS_pidfd_open, ::getpid(), 0));
+  if (probe < 0) {
+    WARN("no pidfd_open on this kernel: the launcher polls on a 2 ms tick");
+    return;
+  }
+  ::close(probe);
+  rusage before{}, after{};
+  ::getrusage(RUSAGE_THREAD, &before);
+  const auto begin = Clock::now();
+  const auto outcomes = runRanks(options(2), [](int rank, int) {
+    std::this_thread::sleep_for(rank == 0 ? 300ms : 800ms);
+    return 0;
+  });
+  const auto took = Clock::now() - begin;
+  ::getrusage(RUSAGE_THREAD, &after);
+  const long sleeps = after.ru_nvcsw - before.ru_nvcsw;
+  INFO(failures(outcomes) << "launcher thread slept " << sleeps << " times; the run took "
+                          << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
+                          << " ms");
+  REQUIRE(allPassed(outcomes));
+  // 800 ms on a 2 ms tick is ~400 sleeps; waking at most every 100 ms, plus one per rank's end.
+  CHECK(sleeps <= 30);
+  CHECK(took >= 800ms);
+  CHECK(outcomes[0].elapsed >= 300ms);
+  CHECK(outcomes[0].elapsed < outcomes[1].elapsed);  // each end recorded when it happened
   CHECK(noChildrenLeft());
 }
 

@@ -1,10 +1,13 @@
 // File: tools/launch/launcher.cc
 // The parent prepares everything that needs allocation (environment blocks, argv, pipes) before
 // forking, so a child only rewires file descriptors and signals before it runs the body or exec.
-// Supervision is one loop: poll the output pipes with a 2 ms timeout, reap with waitid(WNOHANG),
-// then apply the stop request, the watchdog and fail-fast. Rank 0 leads the process group and is
-// only observed (WNOWAIT) until the end: its zombie keeps the group id reserved, so the final
-// kill(-pgid) that clears stray grandchildren can never hit a recycled group.
+// Supervision is one loop: poll the output pipes and one pidfd per rank (readable when the rank
+// ends) until the next deadline, reap with waitid(WNOHANG), then apply the stop request, the
+// watchdog and fail-fast. The launcher thus sleeps while the ranks run: on a machine whose cores
+// are all bound to ranks, a launcher that woke on a short tick would preempt one of them every
+// time (without pidfds, before Linux 5.3, it falls back to a 2 ms tick). Rank 0 leads the process
+// group and is only observed (WNOWAIT) until the end: its zombie keeps the group id reserved, so
+// the final kill(-pgid) that clears stray grandchildren can never hit a recycled group.
 
 #include "tools/launch/launcher.h"
 
@@ -15,6 +18,7 @@
 #include <signal.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #ifdef __linux__
@@ -43,7 +47,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-constexpr int kPollIntervalMs = 2;
+constexpr int kPollIntervalMs = 2;        // without pidfds: how often ranks are checked for
+constexpr milliseconds kIdleWake{100};     // at most this long asleep: a stop request set just
+                                           // before poll (its signal then interrupts nothing)
 constexpr size_t kReadChunkBytes = 64 * 1024;
 constexpr size_t kMaxLineBytes = 64 * 1024;  // a longer unterminated line is forwarded in pieces
 constexpr milliseconds kStrayGrace{200};     // all ranks ended, pipes still held by leftovers
@@ -130,7 +136,18 @@ struct Child {
   bool leader = false;  // rank 0: observed with WNOWAIT, reaped last
   PendingKill pending = PendingKill::kNone;
   size_t droppedBytes = 0;
+  int pidfd = -1;  // readable once the rank has ended; closed when it is recorded as ended
 };
+
+// A pidfd for `pid` (close-on-exec), or -1 where the kernel has none (before Linux 5.3).
+int openPidfd(pid_t pid) {
+#if defined(__linux__) && defined(SYS_pidfd_open)
+  return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+#else
+  (void)pid;
+  return -1;
+#endif
+}
 
 [[noreturn]] void exitChild(int rc) {
   std::cout.flush();
@@ -231,6 +248,8 @@ class Run {
         // Every read end the child inherits, its own included, is closed in the child.
         std::vector<int> closeInChild;
         for (const Channel& c : channels_) closeInChild.push_back(c.fd);
+        for (int q = 0; q < r; ++q)
+          if (children_[q].pidfd >= 0) closeInChild.push_back(children_[q].pidfd);
         if (outPipe[0] >= 0) closeInChild.push_back(outPipe[0]);
         if (errPipe[0] >= 0) closeInChild.push_back(errPipe[0]);
         const pid_t pid = ::fork();
@@ -245,6 +264,7 @@ class Run {
           outcomes_[r].pid = pid;
           children_[r].started = true;
           children_[r].leader = (r == 0);
+          children_[r].pidfd = openPidfd(pid);
           if (outPipe[0] >= 0) channels_.push_back(Channel{outPipe[0], r, false, {}});
           if (errPipe[0] >= 0) channels_.push_back(Channel{errPipe[0], r, true, {}});
           outPipe[0] = errPipe[0] = -1;  // now owned by channels_
@@ -319,7 +339,12 @@ class Run {
     const auto deadline = hasTimeout ? start_ + opts_.timeout : Clock::time_point::max();
     std::optional<Clock::time_point> allEndedAt;
     while (true) {
-      pollOutput(kPollIntervalMs);
+      std::optional<Clock::time_point> wakeAt;  // the next deadline that needs this loop
+      for (const auto& t : {hasTimeout ? std::optional(deadline) : std::nullopt, killAt_,
+                            killedAt_ ? std::optional(*killedAt_ + kReapLimit) : std::nullopt,
+                            allEndedAt ? std::optional(*allEndedAt + kStrayGrace) : std::nullopt})
+        if (t && (!wakeAt || *t < *wakeAt)) wakeAt = t;
+      pollOutput(waitMs(wakeAt));
       reap();
       const auto now = Clock::now();
       if (allEnded()) {
@@ -350,6 +375,19 @@ class Run {
     }
   }
 
+  // How long the loop may sleep: until `wakeAt` (rounded up to a millisecond), at most kIdleWake,
+  // or the short tick while a running rank has no pidfd to wake the loop when it ends.
+  int waitMs(std::optional<Clock::time_point> wakeAt) const {
+    for (const Child& c : children_)
+      if (c.started && !c.ended && c.pidfd < 0) return kPollIntervalMs;
+    milliseconds wait = kIdleWake;
+    if (wakeAt) {
+      const auto left = *wakeAt - Clock::now();
+      wait = std::min(wait, std::chrono::ceil<milliseconds>(std::max(left, Clock::duration{0})));
+    }
+    return static_cast<int>(wait.count());
+  }
+
   bool allEnded() const {
     for (const Child& c : children_) {
       if (c.started && !c.ended) return false;
@@ -378,7 +416,7 @@ class Run {
       const int flags = WEXITED | WNOHANG | (c.leader ? WNOWAIT : 0);
       if (::waitid(P_PID, static_cast<id_t>(outcomes_[r].pid), &info, flags) != 0) {
         if (errno == EINTR) continue;
-        c.ended = true;
+        markEnded(c);
         c.leader = false;  // nothing left to reap
         outcomes_[r].launchError =
             fmt::format("lost: waitid: {} (is SIGCHLD ignored?)", errnoText(errno));
@@ -393,7 +431,7 @@ class Run {
   void recordEnd(int r, const siginfo_t& info) {
     Child& c = children_[r];
     RankOutcome& o = outcomes_[r];
-    c.ended = true;
+    markEnded(c);
     o.elapsed = std::chrono::duration_cast<milliseconds>(Clock::now() - start_);
     if (info.si_code == CLD_EXITED) {
       o.exited = true;
@@ -415,6 +453,16 @@ class Run {
     if (!(o.exited && o.exitCode == 0)) noteFailure(r);
   }
 
+  // An ended rank's pidfd stays readable (rank 0 stays a zombie until the end): stop polling it.
+  static void markEnded(Child& c) {
+    c.ended = true;
+    closePidfd(c);
+  }
+  static void closePidfd(Child& c) {
+    if (c.pidfd >= 0) ::close(c.pidfd);
+    c.pidfd = -1;
+  }
+
   milliseconds grace() const { return std::clamp(opts_.failFastGrace, milliseconds{0}, kForever); }
 
   void noteFailure(int r) {
@@ -427,7 +475,7 @@ class Run {
     for (int r = 0; r < opts_.nranks; ++r) {
       Child& c = children_[r];
       if (!c.started || c.ended) continue;
-      c.ended = true;
+      markEnded(c);
       c.leader = false;
       outcomes_[r].launchError =
           fmt::format("still not reapable {} after SIGKILL (uninterruptible sleep?); left behind",
@@ -436,6 +484,7 @@ class Run {
   }
 
   void finish() {
+    for (Child& c : children_) closePidfd(c);
     if (pgid_ > 0 && children_[0].leader) ::kill(-pgid_, SIGKILL);  // leftovers in the group
     const auto drainUntil = Clock::now() + kFinalDrain;
     while (openChannels() > 0 && Clock::now() < drainUntil) pollOutput(10);
@@ -469,10 +518,13 @@ class Run {
       fds.push_back(pollfd{c.fd, POLLIN, 0});
       owners.push_back(&c);
     }
+    // Ranks that end wake the poll too; reap() reads their status.
+    for (const Child& c : children_)
+      if (c.pidfd >= 0) fds.push_back(pollfd{c.pidfd, POLLIN, 0});
     const int ready = ::poll(fds.data(), fds.size(), waitMs);  // also the loop's sleep
     if (ready <= 0) return;
     char buf[kReadChunkBytes];
-    for (size_t i = 0; i < fds.size(); ++i) {
+    for (size_t i = 0; i < owners.size(); ++i) {
       if (fds[i].revents == 0) continue;
       Channel& c = *owners[i];
       const ssize_t n = ::read(c.fd, buf, sizeof(buf));
