@@ -366,7 +366,7 @@ TEST_CASE("launcher: a stop request is forwarded, then enforced", "[launcher]") 
   CHECK(noChildrenLeft());
 }
 
-TEST_CASE("launcher: sleeps while the ranks run and sees each end at once", "[launcher]") {
+TEST_CASE("launcher: sleeps while the ranks run, woken by their ends", "[launcher]") {
   // A launcher that woke on a short tick would preempt a rank bound to its core every time.
   const int probe = static_cast<int>(::syscall(SYS_pidfd_open, ::getpid(), 0));
   if (probe < 0) {
