@@ -504,12 +504,9 @@ class PeerGroup {
       // the arena's layout and the protocol's threshold.
       int64_t settings[7] = {};
     };
-    Exported mine;
     const peer::ArenaConfig& c = layout_.config;
-    const int64_t settings[7] = {c.channels,        c.slots,   c.slotBytes,
-                                 c.llSlots,         c.llLines, static_cast<int64_t>(c.scratchBytes),
-                                 kPeerLlBytes.get()};
-    std::memcpy(mine.settings, settings, sizeof settings);
+    Exported mine{.settings = {c.channels, c.slots, c.slotBytes, c.llSlots, c.llLines,
+                               static_cast<int64_t>(c.scratchBytes), kPeerLlBytes.get()}};
     Status st;
     for (int q = 0; q < nranks_ && st.isOk(); ++q)
       if (ranks_[q]->local && ranks_[q]->device != r.device)
@@ -532,7 +529,7 @@ class PeerGroup {
       if (!all[q].ok)
         st = systemError("peer group {:#x}: rank {} could not share its arena", key_, q);
     for (int q = 0; q < nranks_ && st.isOk(); ++q)
-      if (std::memcmp(all[q].settings, mine.settings, sizeof settings) != 0)
+      if (std::memcmp(all[q].settings, mine.settings, sizeof mine.settings) != 0)
         st = invalidUsage(
             "peer group {:#x}: rank {} runs the peer executor with other settings than rank {} "
             "(set the same TUTTI_PEER_CHANNELS, TUTTI_PEER_SCRATCH_BYTES and TUTTI_PEER_LL_BYTES "
