@@ -28,9 +28,8 @@ export ASAN_OPTIONS="detect_leaks=1:halt_on_error=1:strict_string_checks=1:check
 # state in that library's globals; once hwloc unloads it, LeakSanitizer sees the state (1016
 # bytes, once per process) as leaked, with no frame it can name for a suppression. Keeping
 # libpciaccess mapped keeps the state reachable. (The preload comes before the ASan runtime.)
-# No pipe into grep -q: under pipefail, grep quitting at the first match kills ldconfig with
-# SIGPIPE once its listing outgrows the pipe's buffer, and the test reads as false.
-if grep -q "libpciaccess.so.0 " <<<"$(ldconfig -p)"; then
+# The loader itself says whether it can preload the library (it warns when it cannot).
+if [ -z "$(LD_PRELOAD=libpciaccess.so.0 /bin/true 2>&1)" ]; then
   export LD_PRELOAD=libpciaccess.so.0 ASAN_OPTIONS="$ASAN_OPTIONS:verify_asan_link_order=0"
 fi
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
