@@ -11,7 +11,9 @@
 // over the round moves nothing, the channel idles (P::backoff), checks the abort flag, its
 // timeout and the other channels' failure, and tries again. An op moves a slice only when the
 // FIFO's counter stands at the op's slot, so messages on one FIFO keep the schedule's order even
-// when several ops of a round use it.
+// when several ops of a round use it. Direct messages (kernels/peer_program.h) move through the
+// same counters: a direct send publishes without copying, a direct receive reads the sender's
+// buffer through its CallRecord, and a channel with direct sends ends by waiting for their heads.
 //
 // Policy P (an object; every member TUTTI_HD):
 //   int lane(), lanes()                      this thread among the channel's (0 of 1 on the host)
@@ -87,6 +89,16 @@ class Interp {
       sent_[q] = recvd_[q] = 0;
       headSeen_[q] = tailSeen_[q] = 0;
     }
+    if (h_->direct != 0) {
+      // The buffers this channel's direct receivers read; published by the first counter
+      // release that announces a direct slice.
+      if (p_.lane() == 0) {
+        CallRecord* rec = record(h_->rank);
+        rec->input = reinterpret_cast<uint64_t>(l_.input);
+        rec->output = reinterpret_cast<uint64_t>(l_.output);
+      }
+      p_.sync();
+    }
     const Round* rs = rounds(h_);
     const uint32_t first = h_->channelRounds[ch_], last = h_->channelRounds[ch_ + 1];
     for (uint32_t ri = first; ri < last; ++ri) {
@@ -94,6 +106,7 @@ class Interp {
       const Failure f = runRound(rs[ri]);
       if (f != Failure::kNone) return f;
     }
+    if (const Failure f = awaitDirectReaders(); f != Failure::kNone) return f;
     p_.sync();
     if (p_.lane() == 0) {
       for (int q = 0; q < h_->nranks; ++q) {
@@ -162,6 +175,23 @@ class Interp {
     return reinterpret_cast<uint64_t*>(
         l_.arenas[receiver] + l_.layout.llAt +
         ((fifo(sender, receiver) * c.llSlots + use % c.llSlots) * c.llLines + j) * 16);
+  }
+
+  TUTTI_HD CallRecord* record(int rank) const {
+    return reinterpret_cast<CallRecord*>(l_.arenas[rank] + l_.layout.callsAt) + ch_;
+  }
+  // The piece's view of the buffer a direct receive reads: the sender's, by its CallRecord
+  // (read after the slice's counter was acquired, which orders the record's writes before).
+  TUTTI_HD View senderView(const Op& op, const Piece& pc) const {
+    const CallRecord* rec = record(op.peer);
+    View v;
+    v.c0 = pc.c0;
+    v.n = pc.count == 0 ? 1 : pc.count;
+    v.count = h_->count;
+    const bool input = op.peerBuf == BufKind::kInput;
+    v.base = reinterpret_cast<unsigned char*>(input ? rec->input : rec->output);
+    v.blocked = (input ? h_->inputBlocked : h_->outputBlocked) != 0;
+    return v;
   }
 
   TUTTI_HD View view(BufKind b, const Piece& pc) const {
@@ -359,9 +389,11 @@ class Interp {
   }
 
   // Elements [e0, e1) of `op` (op-relative) with the slot data contiguous at `in` / `out`
-  // (kSimple): split into runs that are contiguous in both views.
+  // (kSimple), or the incoming data in the sender's buffer (`iv`, a direct receive: element e at
+  // the view's op.peerOffset + e): split into runs that are contiguous in every view.
   TUTTI_HD void runRange(const Op& op, const View& sv, const View& dv, uint64_t e0, uint64_t e1,
-                         const unsigned char* in, unsigned char* out) {
+                         const unsigned char* in, unsigned char* out,
+                         const View* iv = nullptr) {
     const bool readsSrc = op.kind == OpKind::kSend || op.kind == OpKind::kCopy ||
                           op.kind == OpKind::kReduce || op.kind == OpKind::kRecvReduce ||
                           op.kind == OpKind::kRecvReduceSend;
@@ -372,9 +404,12 @@ class Interp {
       uint64_t m = e1 - e;
       if (readsSrc) m = detail::minU(m, detail::viewRun(sv, op.srcOffset + e));
       if (writesDst) m = detail::minU(m, detail::viewRun(dv, op.dstOffset + e));
+      if (iv != nullptr) m = detail::minU(m, detail::viewRun(*iv, op.peerOffset + e));
+      const unsigned char* inAt = iv != nullptr  ? at(*iv, op.peerOffset + e)
+                                  : in != nullptr ? in + (e - e0) * eb
+                                                  : nullptr;
       runElements(op.kind, writesDst ? at(dv, op.dstOffset + e) : nullptr,
-                  readsSrc ? at(sv, op.srcOffset + e) : nullptr, preMul,
-                  in != nullptr ? in + (e - e0) * eb : nullptr,
+                  readsSrc ? at(sv, op.srcOffset + e) : nullptr, preMul, inAt,
                   out != nullptr ? out + (e - e0) * eb : nullptr, m);
       e += m;
     }
@@ -466,15 +501,23 @@ class Interp {
   // Moves one slice of `op` ([e0, e1) of its elements): incoming from s (s < 0: none),
   // outgoing to q (q < 0: none), then releases the slots. False when a low-latency line's wait
   // failed (`failure` is set).
-  TUTTI_HD bool moveSlice(uint32_t index, const Op& op, const View& sv, const View& dv,
-                          uint64_t slice, int s, int q, Failure& failure) {
+  // A direct send (kSend only) moves no data: its receiver reads src in place.
+  TUTTI_HD bool moveSlice(uint32_t index, const Op& op, const Piece& pc, const View& sv,
+                          const View& dv, uint64_t slice, int s, int q, Failure& failure) {
     const uint64_t outUse = q >= 0 ? sentBase_[q] + sent_[q] : 0;
     const uint64_t inUse = s >= 0 ? recvdBase_[s] + recvd_[s] : 0;
     const uint64_t e0 = slice * perSlot_;
     const uint64_t e1 = detail::minU(op.count, e0 + perSlot_);
     if (h_->protocol == Protocol::kSimple) {
-      runRange(op, sv, dv, e0, e1, s >= 0 ? slot(s, h_->rank, inUse) : nullptr,
-               q >= 0 ? slot(h_->rank, q, outUse) : nullptr);
+      if (q >= 0 && (op.flags & kDirectSend) != 0) {
+        directSent_ = true;
+      } else if (s >= 0 && (op.flags & kDirectRecv) != 0) {
+        const View iv = senderView(op, pc);
+        runRange(op, sv, dv, e0, e1, nullptr, q >= 0 ? slot(h_->rank, q, outUse) : nullptr, &iv);
+      } else {
+        runRange(op, sv, dv, e0, e1, s >= 0 ? slot(s, h_->rank, inUse) : nullptr,
+                 q >= 0 ? slot(h_->rank, q, outUse) : nullptr);
+      }
     } else if (!runLines(op, sv, dv, e0, e1, s, inUse, q, outUse)) {
       failure = fail(p_.aborted(l_.abortFlag) ? Failure::kAborted : Failure::kTimeout,
                      static_cast<int>(index), s, llFlag(inUse), 0, 1);
@@ -525,25 +568,25 @@ class Interp {
     for (;;) {
       bool moved = false;
       if (forward && fwd < done && canSend(fwd)) {  // a received slice goes on
-        if (!moveSlice(index, sendHalf, hv, dv, fwd, -1, q, failure)) return false;
+        if (!moveSlice(index, sendHalf, pc, hv, dv, fwd, -1, q, failure)) return false;
         ++fwd;
         moved = true;
       }
       if (done < nslices) {
         if (!recvs) {
           if (canSend(done)) {
-            if (!moveSlice(index, op, sv, dv, done, -1, q, failure)) return false;
+            if (!moveSlice(index, op, pc, sv, dv, done, -1, q, failure)) return false;
             ++done;
             moved = true;
           }
         } else if (recvd_[s] == op.recvSlot + done &&
                    arrived(index, s, recvdBase_[s] + recvd_[s])) {
           if (!forward) {
-            if (!moveSlice(index, op, sv, dv, done, s, -1, failure)) return false;
+            if (!moveSlice(index, op, pc, sv, dv, done, s, -1, failure)) return false;
           } else if (fwd == done && canSend(fwd)) {
-            if (!moveSlice(index, op, sv, dv, done, s, q, failure)) return false;
+            if (!moveSlice(index, op, pc, sv, dv, done, s, q, failure)) return false;
             ++fwd;
-          } else if (!moveSlice(index, recvHalf, sv, dv, done, s, -1, failure)) {
+          } else if (!moveSlice(index, recvHalf, pc, sv, dv, done, s, -1, failure)) {
             return false;
           }
           ++done;
@@ -555,6 +598,24 @@ class Interp {
     }
     complete = done == nslices && (!forward || fwd == nslices);
     return any;
+  }
+
+  // After a channel's direct sends: waits until every peer has taken every slice sent to it (its
+  // head counter), so that the call's buffers may be reused once the kernel is done.
+  TUTTI_HD Failure awaitDirectReaders() {
+    if (!p_.any(directSent_)) return Failure::kNone;
+    for (int q = 0; q < h_->nranks; ++q) {
+      const uint64_t want = sentBase_[q] + sent_[q];
+      for (;;) {
+        const uint64_t seen = p_.uniform(p_.lane() == 0 ? p_.loadAcquire(head(h_->rank, q)) : 0);
+        if (seen >= want) break;
+        waiting(static_cast<uint32_t>(-1), q, want, seen, 2);
+        const Failure f = idle();
+        if (f != Failure::kNone) return f;
+      }
+      moved();
+    }
+    return Failure::kNone;
   }
 
   TUTTI_HD Failure runRound(const Round& rd) {
@@ -599,6 +660,7 @@ class Interp {
   uint32_t payload_ = 16;
   uint64_t perSlot_ = 1;
   int round_ = -1;
+  bool directSent_ = false;
   uint64_t sentBase_[kMaxRanks], recvdBase_[kMaxRanks];
   uint64_t sent_[kMaxRanks], recvd_[kMaxRanks];
   uint64_t headSeen_[kMaxRanks], tailSeen_[kMaxRanks];

@@ -17,6 +17,16 @@
 // builds the same pieces), so messages need no header: each op carries the FIFO slot at which
 // its message starts, counted from the call's start (the static pairing of sends and receives).
 //
+// Direct messages (kDirectSend / kDirectRecv, the simple protocol only): where a message's source
+// is a user buffer that the sender's later ops never write during the call, and the ranks share
+// an address space, the sender copies nothing: it publishes each slice's FIFO counter as usual
+// (after its slots' room, so the counters stay one sequence), and the receiver reads the slice
+// from the sender's buffer itself, found through the sender's CallRecord of the channel (its
+// buffers' addresses, written at the channel's start, before any publish). A channel that made
+// direct sends waits at its end until every receiver has taken them (their head counters), so
+// the user may reuse the buffers once the call is done. The compiler marks both ends alike (the
+// receiver's op carries the sender's buffer and offset).
+//
 // Layout in memory: a ProgramHeader, then Piece[npieces], Round[nrounds], Op[nops]; offsets and
 // counts in the header. No pointers: one program serves every call of its shape.
 #pragma once
@@ -74,6 +84,11 @@ TUTTI_HD constexpr uint32_t llFlag(uint64_t use) {
 /// it by ProgramHeader::scalar first (the engine scales the input into staging and runs the
 /// out-of-place schedule from there: the same bits).
 inline constexpr uint8_t kPreMulSrc = 1;
+/// Op::flags bits of direct messages (above): a send whose receiver reads its src in place, and
+/// a receive that reads the sender's buffer Op::peerBuf at the sender's view offset
+/// Op::peerOffset instead of the FIFO's slots.
+inline constexpr uint8_t kDirectSend = 2;
+inline constexpr uint8_t kDirectRecv = 4;
 
 struct Op {
   uint64_t srcOffset = 0;  // elements of the piece's view of src
@@ -86,9 +101,12 @@ struct Op {
   OpKind kind = OpKind::kCopy;
   BufKind src = BufKind::kInput;
   BufKind dst = BufKind::kOutput;
-  uint8_t flags = 0;  // kPreMulSrc
+  uint8_t flags = 0;  // kPreMulSrc, kDirectSend, kDirectRecv
+  BufKind peerBuf = BufKind::kInput;  // kDirectRecv: the sender's buffer (input or output)
+  uint8_t pad[7] = {};
+  uint64_t peerOffset = 0;  // kDirectRecv: elements of the piece's view of the sender's buffer
 };
-static_assert(sizeof(Op) == 40);
+static_assert(sizeof(Op) == 56);
 
 /// A piece: the sub-call of `count` elements at `c0` of every block.
 struct Piece {
@@ -119,6 +137,7 @@ struct ProgramHeader {
   uint8_t outputBlocked = 0;  // the output holds nranks blocks of count
   uint8_t preMul = 0;         // premulsum: `scalar` holds one element of dtype
   uint8_t elemBytes = 4;      // dataTypeBytes(dtype)
+  uint8_t direct = 0;         // some op sends or receives directly: the channels keep CallRecords
   uint8_t scalar[8] = {};
   int32_t divisor = 1;        // kDivide ops divide by this
   uint32_t nchannels = 1;     // channels that have rounds; a launch may run more (they idle)
@@ -179,6 +198,14 @@ struct alignas(64) FifoState {
   uint64_t pad[4];
 };
 
+/// A channel's buffers for its peers' direct receives: the user's send and receive buffers of the
+/// call it is running, as the peers address them (written by the channel at its start).
+struct alignas(128) CallRecord {
+  uint64_t input;
+  uint64_t output;
+  uint64_t pad[14];
+};
+
 /// Why a rank's run failed: written once (the first failing channel's) to Launch::error, which
 /// the host can read while the kernel runs (mapped host memory on the GPU).
 enum class Failure : uint32_t { kNone = 0, kTimeout = 1, kAborted = 2, kBadProgram = 3 };
@@ -208,6 +235,7 @@ struct ArenaLayout {
   uint64_t slotsAt = 0;    // [sender][c][slots][slotBytes]
   uint64_t llAt = 0;       // [sender][c][llSlots][llLines][16 bytes]
   uint64_t scratchAt = 0;  // [c][scratchBytes]
+  uint64_t callsAt = 0;    // CallRecord[channels]
   uint64_t claimAt = 0;    // Counter: 0 -> 1 by the first channel that fails (device atomics)
   uint64_t bytes = 0;
 };
@@ -233,6 +261,8 @@ TUTTI_HD constexpr ArenaLayout arenaLayout(const ArenaConfig& c) {
   at = l.llAt + fifos * c.llSlots * static_cast<uint64_t>(c.llLines) * 16;
   l.scratchAt = alignUp(at, 256);
   at = l.scratchAt + static_cast<uint64_t>(c.channels) * c.scratchBytes;
+  l.callsAt = alignUp(at, 128);
+  at = l.callsAt + static_cast<uint64_t>(c.channels) * sizeof(CallRecord);
   l.claimAt = alignUp(at, 128);
   at = l.claimAt + sizeof(Counter);
   l.bytes = alignUp(at, 256);

@@ -38,6 +38,10 @@ TUTTI_PARAM_INT(kPeerChannels, "TUTTI_PEER_CHANNELS", nullptr, "NCCL", 8,
                 "peer executor (TUTTI_DEVICE_PATH=peer): channels (CTAs) per rank at most");
 TUTTI_PARAM_INT(kPeerScratchBytes, "TUTTI_PEER_SCRATCH_BYTES", nullptr, "NCCL", 4 << 20,
                 "peer executor: scratch bytes per channel in each rank's arena");
+TUTTI_PARAM_INT(kPeerDirect, "TUTTI_PEER_DIRECT", nullptr, "NCCL", 1,
+                "peer executor: 1: where the ranks are threads of one process on one device, a "
+                "receiver reads a peer's send buffer in place where the schedule allows "
+                "(kernels/peer_program.h's direct messages); 0: every message through the FIFOs");
 TUTTI_PARAM_INT(kPeerLlBytes, "TUTTI_PEER_LL_BYTES", nullptr, "NCCL", 64 << 10,
                 "peer executor: calls up to this size (nccl-tests' size) use the low-latency "
                 "protocol");
@@ -138,6 +142,7 @@ class PeerGroup {
   struct Rank {
     bool local = true;  // a thread of this process (else the fields below stay empty)
     int device = -1;
+    bool direct = false;  // its programs read peers' buffers in place (set by connect)
     unsigned char* arena = nullptr;              // device memory of `device`
     unsigned char* programs = nullptr;           // device memory of `device`
     unsigned char* mirror = nullptr;             // mapped host memory: what `programs` holds
@@ -330,6 +335,7 @@ class PeerGroup {
         std::clamp<uint64_t>(callBytes / kBytesPerChannel, 1, layout_.config.channels));
     cfg.payloadBytes = peer::payloadBytes(layout_.config, cfg.protocol);
     cfg.scratchBytes = layout_.config.scratchBytes;
+    cfg.direct = r.direct;
     Status first;
     for (const std::string& name : candidates(shape)) {
       const algo::AlgorithmInfo* info = algo::find(shape.coll, name);
@@ -347,10 +353,11 @@ class PeerGroup {
       const PeerProgram& p = compiled.value();
       TUTTI_TRY_ASSIGN(Placed placed, place(r, p, op.api, rank));
       TUTTI_LOG_INFO(Subsys::kTuning,
-                     "peer group {:#x} rank {}: {} of {} {}{}: {} ({}, {} channels, {} pieces)",
+                     "peer group {:#x} rank {}: {} of {} {}{}: {} ({}{}, {} channels, {} pieces)",
                      key_, rank, collInfo(op.coll).name, op.count, dataTypeName(op.dtype),
                      inPlace ? " in place" : "", p.algorithm(),
                      cfg.protocol == peer::Protocol::kSimple ? "simple" : "low latency",
+                     p.header()->direct != 0 ? ", direct" : "",
                      p.header()->nchannels, p.header()->npieces);
       return &r.cache.emplace(key, std::move(placed)).first->second;
     }
@@ -482,6 +489,12 @@ class PeerGroup {
                              rank, q);
       if (o.device != r.device) TUTTI_TRY(dev_->enablePeerAccess(o.device));
     }
+    // Direct reads of peers' buffers: only on one device, where every buffer a rank may pass is
+    // at the same address for all (peer access across devices does not reach every kind of
+    // allocation, e.g. stream-ordered pools).
+    bool oneDevice = true;
+    for (int q = 0; q < nranks_; ++q) oneDevice = oneDevice && ranks_[q]->device == r.device;
+    ranks_[rank]->direct = oneDevice && kPeerDirect.get() != 0;
     std::lock_guard<std::mutex> lock(mu_);
     for (int q = 0; q < nranks_; ++q) arenas_[q] = ranks_[q]->arena;
     return Status::ok();

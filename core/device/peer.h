@@ -131,7 +131,9 @@ Status connectPeerGroup(PeerGroup& group, int rank, const PeerAllgather& allgath
 /// per shape), its program uploaded (once) and launched on the operation's stream. The
 /// algorithm: TUTTI_ALGO's for the collective, else a latency algorithm up to 64 KiB per rank
 /// and a bandwidth one above (docs/GPU.md); the low-latency protocol up to TUTTI_PEER_LL_BYTES
-/// (default 64 KiB) of call size; one channel per 512 KiB, up to the arena's.
+/// (default 64 KiB) of call size; one channel per 512 KiB, up to the arena's; direct messages
+/// (peers read a send buffer in place) when every rank is a thread of this process on one device,
+/// unless TUTTI_PEER_DIRECT=0.
 std::unique_ptr<Executor> makePeerExecutor(std::shared_ptr<PeerGroup> group, int rank);
 
 }  // namespace tutti::device

@@ -116,9 +116,9 @@ bool receivesFrom(peer::OpKind k) {
          k == peer::OpKind::kRecvReduceSend || k == peer::OpKind::kRecvCopySend;
 }
 
-// The schedules of one piece size: this rank's, and the largest scratch of any rank.
+// The schedules of one piece size: every rank's, and the largest scratch of any rank.
 struct Built {
-  Schedule mine;
+  std::vector<Schedule> all;
   size_t maxScratch = 0;
 };
 
@@ -157,9 +157,82 @@ Result<Built> buildAll(const CollShape& shape, const algo::AlgorithmInfo& algo, 
                             peer::kMaxRoundOps);
     }
     b.maxScratch = std::max(b.maxScratch, sc.scratchCount);
-    if (r == shape.rank) b.mine = std::move(sched).value();
+    b.all.push_back(std::move(sched).value());
   }
   return b;
+}
+
+// One rank's rounds and ops, channel by channel (the rounds of channel c:
+// [channelRounds[c], channelRounds[c + 1])).
+struct RankOps {
+  std::vector<peer::Round> rounds;
+  std::vector<peer::Op> ops;
+  std::vector<uint32_t> channelRounds;
+  uint64_t scratchNeed = 0;
+};
+
+// Direct messages (kernels/peer_program.h): which sends of every rank may be read in place, and
+// the receives that pair with them. A send qualifies when it is a plain send of the input or the
+// output, not scaled (premulsum), and no later op of the sender's piece writes any of its elements
+// (in place, input and output share elements: placeOf). Every rank computes every rank's marks
+// alike, so both ends of a FIFO agree.
+void markDirect(const CollShape& shape, const std::vector<peer::Piece>& pieces,
+                std::vector<RankOps>& all) {
+  const int n = shape.nranks;
+  // [sender] -> (channel, receiver, slot) of its direct sends -> (buffer, offset).
+  std::vector<std::map<std::tuple<uint32_t, int, uint32_t>, std::pair<peer::BufKind, uint64_t>>>
+      sends(n);
+  for (int p = 0; p < n; ++p) {
+    RankOps& ro = all[p];
+    CollShape s = shape;
+    s.rank = p;
+    for (uint32_t c = 0; c + 1 < ro.channelRounds.size(); ++c) {
+      for (uint32_t ri = ro.channelRounds[c]; ri < ro.channelRounds[c + 1]; ++ri) {
+        const peer::Round& rd = ro.rounds[ri];
+        s.count = pieces[rd.piece].count;
+        for (uint32_t k = rd.firstOp; k < rd.firstOp + rd.nops; ++k) {
+          peer::Op& op = ro.ops[k];
+          if (op.kind != peer::OpKind::kSend || (op.flags & peer::kPreMulSrc) != 0 ||
+              (op.src != peer::BufKind::kInput && op.src != peer::BufKind::kOutput))
+            continue;
+          const Place from = placeOf(s, static_cast<Buf>(op.src), op.srcOffset);
+          bool rewritten = false;
+          for (uint32_t later = ri + 1;
+               !rewritten && later < ro.channelRounds[c + 1] && ro.rounds[later].piece == rd.piece;
+               ++later) {
+            const peer::Round& lr = ro.rounds[later];
+            for (uint32_t j = lr.firstOp; j < lr.firstOp + lr.nops && !rewritten; ++j) {
+              const peer::Op& w = ro.ops[j];
+              if (w.kind == peer::OpKind::kSend) continue;
+              const Place to = placeOf(s, static_cast<Buf>(w.dst), w.dstOffset);
+              rewritten = to.space == from.space && to.at < from.at + op.count &&
+                          from.at < to.at + w.count;
+            }
+          }
+          if (rewritten) continue;
+          op.flags |= peer::kDirectSend;
+          sends[p][{c, op.sendPeer, op.sendSlot}] = {op.src, op.srcOffset};
+        }
+      }
+    }
+  }
+  for (int r = 0; r < n; ++r) {
+    RankOps& ro = all[r];
+    for (uint32_t c = 0; c + 1 < ro.channelRounds.size(); ++c) {
+      for (uint32_t ri = ro.channelRounds[c]; ri < ro.channelRounds[c + 1]; ++ri) {
+        const peer::Round& rd = ro.rounds[ri];
+        for (uint32_t k = rd.firstOp; k < rd.firstOp + rd.nops; ++k) {
+          peer::Op& op = ro.ops[k];
+          if (!receivesFrom(op.kind)) continue;
+          auto it = sends[op.peer].find({c, r, op.recvSlot});
+          if (it == sends[op.peer].end()) continue;
+          op.flags |= peer::kDirectRecv;
+          op.peerBuf = it->second.first;
+          op.peerOffset = it->second.second;
+        }
+      }
+    }
+  }
 }
 
 }  // namespace
@@ -212,11 +285,9 @@ Result<PeerProgram> compilePeer(const CollShape& shape, const algo::AlgorithmInf
   h.payloadBytes = config.payloadBytes;
 
   std::vector<peer::Piece> pieces;
-  std::vector<peer::Round> rounds;
-  std::vector<peer::Op> ops;
   if (shape.count == 0) {
     h.nchannels = 1;
-    return PeerBuilder::make(h, pieces, rounds, ops, algo.name);
+    return PeerBuilder::make(h, pieces, {}, {}, algo.name);
   }
 
   // Pieces: as many as channels, smaller when the scratch of every rank's schedule must fit.
@@ -244,68 +315,85 @@ Result<PeerProgram> compilePeer(const CollShape& shape, const algo::AlgorithmInf
   for (uint64_t k = 0; k < npieces; ++k)
     pieces.push_back({k * piece, std::min<uint64_t>(piece, shape.count - k * piece)});
 
-  const bool holdsResult = shape.op == RedOp::kAvg && shape.nranks > 1 &&
-                           (shape.coll == Coll::kAllReduce || shape.coll == Coll::kReduceScatter ||
-                            (shape.coll == Coll::kReduce && shape.rank == shape.root));
-  uint64_t scratchNeed = 0;
-  for (uint64_t c = 0; c < nch; ++c) {
-    h.channelRounds[c] = static_cast<uint32_t>(rounds.size());
-    std::vector<uint32_t> sendSlot(shape.nranks, 0), recvSlot(shape.nranks, 0);
-    for (uint64_t k = c; k < npieces; k += nch) {
-      const uint64_t n = pieces[k].count;
-      auto it = built.find(n);
-      if (it == built.end()) {
-        TUTTI_TRY_ASSIGN(Built b, buildAll(shape, algo, n, preMulScalar != nullptr));
-        it = built.emplace(n, std::move(b)).first;
-      }
-      const Schedule& sched = it->second.mine;
-      scratchNeed = std::max<uint64_t>(scratchNeed, sched.scratchCount * elem);
-      for (size_t ri = 0; ri < sched.rounds.size(); ++ri) {
-        const uint32_t first = static_cast<uint32_t>(ops.size());
-        for (const Step& st : sched.rounds[ri]) {
-          if (st.count == 0) continue;
-          peer::Op op;
-          op.kind = kindOf(st.op);
-          op.src = static_cast<peer::BufKind>(st.src);
-          op.dst = static_cast<peer::BufKind>(st.dst);
-          op.srcOffset = st.srcOffset;
-          op.dstOffset = st.dstOffset;
-          op.count = st.count;
-          op.peer = static_cast<uint16_t>(std::max(st.peer, 0));
-          if (preMulScalar != nullptr && algo::readsSrc(st.op) && st.src == Buf::kInput)
-            op.flags |= peer::kPreMulSrc;
-          const uint64_t slots = peer::slotsFor(st.count * elem, config.payloadBytes);
-          if (receivesFrom(op.kind)) {
-            op.recvSlot = recvSlot[st.peer];
-            recvSlot[st.peer] += static_cast<uint32_t>(slots);
-          }
-          if (sendsTo(op.kind)) {
-            const int to = op.kind == peer::OpKind::kSend ? st.peer : st.sendPeer;
-            op.sendPeer = static_cast<uint16_t>(to);
-            op.sendSlot = sendSlot[to];
-            sendSlot[to] += static_cast<uint32_t>(slots);
-          }
-          ops.push_back(op);
+  // Rank `rank`'s rounds and ops; every rank's when direct messages need the pairs' both ends.
+  auto opsOf = [&](int rank) -> Result<RankOps> {
+    RankOps ro;
+    const bool holdsResult = shape.op == RedOp::kAvg && shape.nranks > 1 &&
+                             (shape.coll == Coll::kAllReduce ||
+                              shape.coll == Coll::kReduceScatter ||
+                              (shape.coll == Coll::kReduce && rank == shape.root));
+    for (uint64_t c = 0; c < nch; ++c) {
+      ro.channelRounds.push_back(static_cast<uint32_t>(ro.rounds.size()));
+      std::vector<uint32_t> sendSlot(shape.nranks, 0), recvSlot(shape.nranks, 0);
+      for (uint64_t k = c; k < npieces; k += nch) {
+        const uint64_t n = pieces[k].count;
+        auto it = built.find(n);
+        if (it == built.end()) {
+          TUTTI_TRY_ASSIGN(Built b, buildAll(shape, algo, n, preMulScalar != nullptr));
+          it = built.emplace(n, std::move(b)).first;
         }
-        const uint32_t nops = static_cast<uint32_t>(ops.size()) - first;
-        if (nops == 0) continue;  // buildAll checked nops <= kMaxRoundOps
-        rounds.push_back({first, nops, static_cast<uint32_t>(k), static_cast<uint32_t>(ri)});
-      }
-      if (holdsResult) {
-        peer::Op div;
-        div.kind = peer::OpKind::kDivide;
-        div.src = div.dst = peer::BufKind::kOutput;
-        div.count = n;
-        rounds.push_back({static_cast<uint32_t>(ops.size()), 1, static_cast<uint32_t>(k),
-                          static_cast<uint32_t>(sched.rounds.size())});
-        ops.push_back(div);
+        const Schedule& sched = it->second.all[rank];
+        ro.scratchNeed = std::max<uint64_t>(ro.scratchNeed, sched.scratchCount * elem);
+        for (size_t ri = 0; ri < sched.rounds.size(); ++ri) {
+          const uint32_t first = static_cast<uint32_t>(ro.ops.size());
+          for (const Step& st : sched.rounds[ri]) {
+            if (st.count == 0) continue;
+            peer::Op op;
+            op.kind = kindOf(st.op);
+            op.src = static_cast<peer::BufKind>(st.src);
+            op.dst = static_cast<peer::BufKind>(st.dst);
+            op.srcOffset = st.srcOffset;
+            op.dstOffset = st.dstOffset;
+            op.count = st.count;
+            op.peer = static_cast<uint16_t>(std::max(st.peer, 0));
+            if (preMulScalar != nullptr && algo::readsSrc(st.op) && st.src == Buf::kInput)
+              op.flags |= peer::kPreMulSrc;
+            const uint64_t slots = peer::slotsFor(st.count * elem, config.payloadBytes);
+            if (receivesFrom(op.kind)) {
+              op.recvSlot = recvSlot[st.peer];
+              recvSlot[st.peer] += static_cast<uint32_t>(slots);
+            }
+            if (sendsTo(op.kind)) {
+              const int to = op.kind == peer::OpKind::kSend ? st.peer : st.sendPeer;
+              op.sendPeer = static_cast<uint16_t>(to);
+              op.sendSlot = sendSlot[to];
+              sendSlot[to] += static_cast<uint32_t>(slots);
+            }
+            ro.ops.push_back(op);
+          }
+          const uint32_t nops = static_cast<uint32_t>(ro.ops.size()) - first;
+          if (nops == 0) continue;  // buildAll checked nops <= kMaxRoundOps
+          ro.rounds.push_back({first, nops, static_cast<uint32_t>(k), static_cast<uint32_t>(ri)});
+        }
+        if (holdsResult) {
+          peer::Op div;
+          div.kind = peer::OpKind::kDivide;
+          div.src = div.dst = peer::BufKind::kOutput;
+          div.count = n;
+          ro.rounds.push_back({static_cast<uint32_t>(ro.ops.size()), 1, static_cast<uint32_t>(k),
+                               static_cast<uint32_t>(sched.rounds.size())});
+          ro.ops.push_back(div);
+        }
       }
     }
+    ro.channelRounds.push_back(static_cast<uint32_t>(ro.rounds.size()));
+    return ro;
+  };
+  const bool direct = config.direct && config.protocol == peer::Protocol::kSimple &&
+                      shape.nranks > 1;
+  std::vector<RankOps> all(shape.nranks);
+  for (int r = 0; r < shape.nranks; ++r) {
+    if (!direct && r != shape.rank) continue;
+    TUTTI_TRY_ASSIGN(all[r], opsOf(r));
   }
-  for (uint64_t c = nch; c <= static_cast<uint64_t>(peer::kMaxChannels); ++c)
-    h.channelRounds[c] = static_cast<uint32_t>(rounds.size());
-  h.scratchBytes = scratchNeed;
-  return PeerBuilder::make(h, pieces, rounds, ops, algo.name);
+  if (direct) markDirect(shape, pieces, all);
+  RankOps& mine = all[shape.rank];
+  for (uint64_t c = 0; c <= static_cast<uint64_t>(peer::kMaxChannels); ++c)
+    h.channelRounds[c] = mine.channelRounds[std::min<uint64_t>(c, nch)];
+  for (const peer::Op& op : mine.ops)
+    if ((op.flags & (peer::kDirectSend | peer::kDirectRecv)) != 0) h.direct = 1;
+  h.scratchBytes = mine.scratchNeed;
+  return PeerBuilder::make(h, pieces, mine.rounds, mine.ops, algo.name);
 }
 
 Result<PeerProgram> compilePeerMessages(int rank, int nranks, std::span<const PeerMessage> msgs,
@@ -413,6 +501,9 @@ Status checkPairing(std::span<const PeerProgram* const> programs) {
     uint64_t bytes;
     uint32_t piece, round;
     uint32_t op;
+    bool direct = false;  // read in place: from the sender's buf at offset
+    peer::BufKind buf = peer::BufKind::kInput;
+    uint64_t offset = 0;
   };
   // [channel][sender][receiver] -> messages, as the sender sends and as the receiver receives.
   std::map<std::tuple<int, int, int>, std::vector<Message>> sent, received;
@@ -432,11 +523,21 @@ Status checkPairing(std::span<const PeerProgram* const> programs) {
           if (sendsTo(op.kind)) {
             Message s = m;
             s.slot = op.sendSlot;
+            if ((op.flags & peer::kDirectSend) != 0) {
+              s.direct = true;
+              s.buf = op.src;
+              s.offset = op.srcOffset;
+            }
             sent[{static_cast<int>(c), r, op.sendPeer}].push_back(s);
           }
           if (receivesFrom(op.kind)) {
             Message s = m;
             s.slot = op.recvSlot;
+            if ((op.flags & peer::kDirectRecv) != 0) {
+              s.direct = true;
+              s.buf = op.peerBuf;
+              s.offset = op.peerOffset;
+            }
             received[{static_cast<int>(c), op.peer, r}].push_back(s);
           }
         }
@@ -463,6 +564,12 @@ Status checkPairing(std::span<const PeerProgram* const> programs) {
               "{} on the other side (op {})",
               c, s, r, i, x.slot, x.bytes, x.piece, x.round, aName, x.op, y.slot, y.bytes, y.piece,
               y.round, y.op);
+        if (x.direct != y.direct || (x.direct && (x.buf != y.buf || x.offset != y.offset)))
+          return internalError(
+              "checkPairing: channel {} FIFO {} -> {} message {}: direct={} (buffer {}, offset "
+              "{}) {} (op {}), direct={} (buffer {}, offset {}) on the other side (op {})",
+              c, s, r, i, x.direct, static_cast<int>(x.buf), x.offset, aName, x.op, y.direct,
+              static_cast<int>(y.buf), y.offset, y.op);
         if (x.slot != next)
           return internalError(
               "checkPairing: channel {} FIFO {} -> {} message {} starts at slot "

@@ -38,6 +38,11 @@ struct PeerCompileConfig {
   /// Grouped sends and receives (compilePeerMessages): a message takes one channel per this many
   /// bytes, up to `channels`.
   uint64_t messageBytesPerChannel = 512 << 10;
+  /// Direct messages (kernels/peer_program.h): a receiver reads a send of the sender's input or
+  /// output in place where that is safe, instead of through the FIFO's slots. Only for ranks that
+  /// address each other's buffers (threads of one process on one device); the simple protocol
+  /// only (ignored for low latency). Every rank of a call must compile with the same value.
+  bool direct = false;
 };
 
 /// One message of a batch of grouped sends and receives.
@@ -98,7 +103,8 @@ Result<PeerProgram> compilePeerMessages(int rank, int nranks, std::span<const Pe
 /// Checks that the programs of all ranks of one call (programs[r] of rank r) pair up: on every
 /// channel and every FIFO (sender, receiver), the receiver's receives take the sender's messages
 /// in order, with the same sizes, starting at the same slots, in the same piece and schedule
-/// round; the slots follow each other without gaps. InternalError naming the FIFO and the first
+/// round, a direct send by a direct receive of the same buffer and offset; the slots follow each
+/// other without gaps. InternalError naming the FIFO and the first
 /// difference otherwise. For tests and debug builds: O(total ops).
 Status checkPairing(std::span<const PeerProgram* const> programs);
 

@@ -8,6 +8,9 @@
 // mailbox with the engine's kernels, piece by piece (a call of one piece: the whole call). Also:
 // the static pairing of every send with its receive, counters and flags across 2^32, 1,000
 // calls on one set of arenas, abort and timeout naming the peer, and the compiler's errors.
+// Direct messages (the receiver reads the sender's buffer in place) run in half the simple cases
+// of the sweeps; their ranks scribble over their buffers the moment their run returns, so a
+// receiver still reading one would get wrong bits.
 #include <fmt/ranges.h>
 
 #include <algorithm>
@@ -63,6 +66,9 @@ struct Job {
   std::vector<std::unique_ptr<peer::HostArena>> arenas;
   peer::HostOptions host{50, 1};
   uint64_t timeoutNs = 30'000'000'000ull;
+  /// Each rank overwrites its buffers once its run returns, then puts them back: a peer that
+  /// still reads them (a direct receive after the sender's call ended) reads garbage.
+  bool scribble = false;
   std::atomic<uint32_t> abort{0};
 
   explicit Job(const peer::ArenaConfig& config) : layout(peer::arenaLayout(config)) {
@@ -105,8 +111,15 @@ struct Job {
     std::vector<Status> out(programs.size());
     std::vector<std::thread> threads;
     for (int r : which) {
-      threads.emplace_back(
-          [&, r] { out[r] = peer::runOnHost(launch(r, users[r].send(), users[r].recv()), host); });
+      threads.emplace_back([&, r] {
+        out[r] = peer::runOnHost(launch(r, users[r].send(), users[r].recv()), host);
+        if (!scribble) return;
+        std::vector<std::byte>& mem = users[r].mem;
+        const std::vector<std::byte> keep = mem;
+        std::fill(mem.begin(), mem.end(), std::byte{0xA5});
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+        std::copy(keep.begin(), keep.end(), mem.begin());
+      });
     }
     for (auto& t : threads) t.join();
     return out;
@@ -184,7 +197,8 @@ struct Outcome {
 
 // The whole check for one algorithm, shape, arithmetic, protocol and channel count.
 Outcome checkPeer(const AlgorithmInfo& info, CollShape shape, const Arith& a, Protocol protocol,
-                  int channels, uint64_t maxPiece = 0, uint64_t seed = 1, bool tiny = true) {
+                  int channels, uint64_t maxPiece = 0, uint64_t seed = 1, bool tiny = true,
+                  bool direct = false) {
   shape.dtype = a.dtype;
   shape.op = a.op;
   peer::ArenaConfig arena = tinyArena(shape.nranks, channels);
@@ -196,8 +210,10 @@ Outcome checkPeer(const AlgorithmInfo& info, CollShape shape, const Arith& a, Pr
   }
   Job job(arena);
   job.host.seed = seed;
+  job.scribble = direct;
   PeerCompileConfig cfg = compileConfig(arena, protocol, channels);
   cfg.maxPieceCount = maxPiece;
+  cfg.direct = direct;
   const std::vector<std::byte> scalar = scalarOf(a.dtype);
   Outcome out;
   if (std::string err = compileAll(job, info, shape, cfg, a.preMul ? scalar.data() : nullptr);
@@ -233,9 +249,10 @@ size_t stride() {
 }
 
 std::string caseName(const AlgorithmInfo& info, const CollShape& s, const Arith& a, Protocol p,
-                     int channels) {
-  return fmt::format("{} {} channels={}", label(info, s, a),
-                     p == Protocol::kSimple ? "simple" : "low-latency", channels);
+                     int channels, bool direct = false) {
+  return fmt::format("{} {}{} channels={}", label(info, s, a),
+                     p == Protocol::kSimple ? "simple" : "low-latency", direct ? " direct" : "",
+                     channels);
 }
 
 }  // namespace
@@ -253,8 +270,9 @@ TEST_CASE("peer programs match the host engine on every algorithm and shape", "[
                    Arith a = reducing(info.coll) ? ariths[n % ariths.size()] : Arith{};
                    if (a.preMul && shape.inPlace) a.preMul = false;  // no in-place premulsum
                    const int channels = 1 + static_cast<int>(n % 3);
-                   INFO(caseName(info, shape, a, p, channels));
-                   const Outcome o = checkPeer(info, shape, a, p, channels, 0, n);
+                   const bool direct = p == Protocol::kSimple && (n / 2) % 2 == 1;
+                   INFO(caseName(info, shape, a, p, channels, direct));
+                   const Outcome o = checkPeer(info, shape, a, p, channels, 0, n, true, direct);
                    REQUIRE(o.error == "");
                    if (o.declined) {
                      ++declined;
@@ -290,8 +308,9 @@ TEST_CASE("peer programs: every dtype and op, premulsum included", "[peer]") {
       if (a.preMul && shape.inPlace) continue;
       if (next % every != 0) continue;
       const Protocol p = next % 2 ? Protocol::kSimple : Protocol::kLowLatency;
-      INFO(caseName(info, shape, a, p, 2));
-      REQUIRE(checkPeer(info, shape, a, p, 2, 0, next, false).error == "");
+      const bool direct = p == Protocol::kSimple && (next / 2) % 2 == 1;
+      INFO(caseName(info, shape, a, p, 2, direct));
+      REQUIRE(checkPeer(info, shape, a, p, 2, 0, next, false, direct).error == "");
       seen.insert(fmt::format("{} {}", collName(info.coll), a.name()));
       ++cases;
     }
@@ -384,6 +403,7 @@ TEST_CASE("1,000 calls of alternating shapes on one set of arenas", "[peer]") {
   peer::ArenaConfig arena = tinyArena(n, 2);
   Job job(arena);
   job.host.yieldPerMille = 5;
+  job.scribble = true;
   struct Variant {
     std::vector<PeerProgram> programs;
     CollShape shape;
@@ -397,17 +417,22 @@ TEST_CASE("1,000 calls of alternating shapes on one set of arenas", "[peer]") {
     size_t count;
     Protocol p;
     RedOp op;
+    bool direct = false;
   } kinds[] = {{Coll::kAllReduce, "ring", 7, Protocol::kLowLatency, RedOp::kSum},
                {Coll::kAllReduce, "ring", 301, Protocol::kSimple, RedOp::kMax},
+               {Coll::kAllReduce, "one_shot", 129, Protocol::kSimple, RedOp::kSum, true},
                {Coll::kAllGather, "ring", 33, Protocol::kSimple, RedOp::kSum},
-               {Coll::kReduceScatter, "ring", 5, Protocol::kLowLatency, RedOp::kAvg}};
+               {Coll::kReduceScatter, "ring", 5, Protocol::kLowLatency, RedOp::kAvg},
+               {Coll::kBroadcast, "binomial", 77, Protocol::kSimple, RedOp::kSum, true}};
   for (const auto& k : kinds) {
     const AlgorithmInfo* info = algo::find(k.coll, k.algo);
     REQUIRE(info != nullptr);
     Variant v;
     v.shape = CollShape{k.coll, 0, n, k.count, DataType::kFloat32, k.op, 0, false};
     v.arith = Arith{DataType::kFloat32, k.op, false};
-    REQUIRE(compileAll(job, *info, v.shape, compileConfig(arena, k.p, 2), nullptr) == "");
+    PeerCompileConfig cfg = compileConfig(arena, k.p, 2);
+    cfg.direct = k.direct;
+    REQUIRE(compileAll(job, *info, v.shape, cfg, nullptr) == "");
     v.programs = std::move(job.programs);
     v.start = layOut(v.shape, DataType::kFloat32);
     v.want = v.start;
@@ -423,6 +448,60 @@ TEST_CASE("1,000 calls of alternating shapes on one set of arenas", "[peer]") {
     INFO("call " << call);
     REQUIRE(compareMemory(users, v.want, DataType::kFloat32) == "");
   }
+}
+
+TEST_CASE("direct messages: sends read in place only where nothing rewrites them", "[peer]") {
+  // Counts rank 0's sends and receives, and those marked direct, of one compiled call.
+  struct Marks {
+    int sends = 0, directSends = 0, recvs = 0, directRecvs = 0;
+  };
+  auto marks = [](const CollShape& shape, const char* name, Protocol p) {
+    const AlgorithmInfo* info = algo::find(shape.coll, name);
+    REQUIRE(info != nullptr);
+    peer::ArenaConfig arena = tinyArena(shape.nranks, 1);
+    Job job(arena);
+    PeerCompileConfig cfg = compileConfig(arena, p, 1);
+    cfg.direct = true;
+    REQUIRE(compileAll(job, *info, shape, cfg, nullptr) == "");  // pairs, direct marks included
+    Marks m;
+    const peer::ProgramHeader* h = job.programs[0].header();
+    for (uint32_t k = 0; k < h->nops; ++k) {
+      const peer::Op& op = peer::ops(h)[k];
+      if (op.kind == peer::OpKind::kSend) {
+        ++m.sends;
+        m.directSends += (op.flags & peer::kDirectSend) != 0;
+      }
+      if (op.kind != peer::OpKind::kSend && op.kind != peer::OpKind::kCopy &&
+          op.kind != peer::OpKind::kReduce && op.kind != peer::OpKind::kDivide) {
+        ++m.recvs;
+        m.directRecvs += (op.flags & peer::kDirectRecv) != 0;
+      }
+    }
+    CHECK((h->direct != 0) == (m.directSends + m.directRecvs > 0));
+    return m;
+  };
+  // one_shot, out of place: every rank sends its input to every peer, which nothing rewrites.
+  const CollShape oneShot{Coll::kAllReduce, 0, 4, 64, DataType::kFloat32, RedOp::kSum, 0, false};
+  Marks m = marks(oneShot, "one_shot", Protocol::kSimple);
+  CHECK(m.sends == 3);
+  CHECK(m.directSends == 3);
+  CHECK(m.directRecvs == 3);
+  // The low-latency protocol has no direct form.
+  m = marks(oneShot, "one_shot", Protocol::kLowLatency);
+  CHECK(m.directSends + m.directRecvs == 0);
+  // ring in place on 3 ranks (tutti-sched dump): rank 0 sends blocks 0 and 2 in the
+  // reduce-scatter, and receives into both later in the allgather (not direct); its allgather
+  // sends blocks 1 and 0, final by then (direct). Rank 2 sends to it alike.
+  const CollShape ring{Coll::kAllReduce, 0, 3, 96, DataType::kFloat32, RedOp::kSum, 0, true};
+  m = marks(ring, "ring", Protocol::kSimple);
+  CHECK(m.sends == 4);
+  CHECK(m.directSends == 2);
+  CHECK(m.directRecvs == 2);
+  // avg in place: the final divide rewrites the whole output, so no send of it is direct.
+  CollShape avg = ring;
+  avg.op = RedOp::kAvg;
+  m = marks(avg, "ring", Protocol::kSimple);
+  CHECK(m.directSends == 0);
 }
 
 TEST_CASE("a rank that never calls: abort releases the waiting ranks and names the peer",
