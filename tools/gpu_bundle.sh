@@ -29,7 +29,8 @@ cat > "$out/run.sh" <<'RUN'
 #   run.sh mps S...   steps S with an MPS daemon running (private pipe directory)
 #   run.sh probe      tutti-gpu-probe
 #   run.sh peer       the peer executor (TUTTI_DEVICE_PATH=peer): nccl_device_test's thread-rank
-#                     cases, then allreduce sweeps of 2 and 4 thread ranks
+#                     cases, then allreduce sweeps of 2 and 4 thread ranks (2 also without
+#                     direct messages)
 #   run.sh mps peerprocs   the peer executor with ranks as processes on the one GPU (under MPS:
 #                     without it they keep the process clique): nccl_device_test's process-rank
 #                     cases, then allreduce sweeps of 2 and 4 processes
@@ -102,6 +103,9 @@ peer() {
       perf -c allreduce -n $n -m group -b 8 -e 1G -f 8
       perf -c allreduce -n $n -m threads -b 8 -e 1M -f 8
     done 2>&1 | tee "$log/peer_perf.txt"
+    echo "# without direct messages (TUTTI_PEER_DIRECT=0), for the A/B" | tee -a "$log/peer_perf.txt"
+    TUTTI_PEER_DIRECT=0 perf -c allreduce -n 2 -m group -b 8 -e 1G -f 64 2>&1 |
+      tee -a "$log/peer_perf.txt"
   )
 }
 peerprocs() {
