@@ -501,7 +501,8 @@ class Interp {
   // Moves one slice of `op` ([e0, e1) of its elements): incoming from s (s < 0: none),
   // outgoing to q (q < 0: none), then releases the slots. False when a low-latency line's wait
   // failed (`failure` is set).
-  // A direct send (kSend only) moves no data: its receiver reads src in place.
+  // A direct send (a plain send, or a direct forward's send half) moves no data: its receiver
+  // reads the sent elements in place.
   TUTTI_HD bool moveSlice(uint32_t index, const Op& op, const Piece& pc, const View& sv,
                           const View& dv, uint64_t slice, int s, int q, Failure& failure) {
     const uint64_t outUse = q >= 0 ? sentBase_[q] + sent_[q] : 0;
@@ -547,6 +548,8 @@ class Interp {
     }
     const uint64_t nslices = slotsFor(op.count * h_->elemBytes, payload_);
     const bool forward = op.kind == OpKind::kRecvReduceSend || op.kind == OpKind::kRecvCopySend;
+    // A direct forward receives every slice into dst first; its send half only announces it.
+    const bool directForward = forward && (op.flags & kDirectSend) != 0;
     const bool sends = op.kind == OpKind::kSend || forward;
     const bool recvs = op.kind != OpKind::kSend;
     const int q = sends ? op.sendPeer : -1;
@@ -557,7 +560,7 @@ class Interp {
     sendHalf.kind = OpKind::kSend;
     sendHalf.src = op.dst;
     sendHalf.srcOffset = op.dstOffset;
-    sendHalf.flags = 0;
+    sendHalf.flags = directForward ? kDirectSend : 0;
     const View hv = view(sendHalf.src, pc);
     bool any = false;
     // Whether the FIFO to q stands at slice `at` of this op and has room for it.
@@ -583,7 +586,7 @@ class Interp {
                    arrived(index, s, recvdBase_[s] + recvd_[s])) {
           if (!forward) {
             if (!moveSlice(index, op, pc, sv, dv, done, s, -1, failure)) return false;
-          } else if (fwd == done && canSend(fwd)) {
+          } else if (!directForward && fwd == done && canSend(fwd)) {
             if (!moveSlice(index, op, pc, sv, dv, done, s, q, failure)) return false;
             ++fwd;
           } else if (!moveSlice(index, recvHalf, pc, sv, dv, done, s, -1, failure)) {

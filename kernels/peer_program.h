@@ -84,9 +84,9 @@ TUTTI_HD constexpr uint32_t llFlag(uint64_t use) {
 /// it by ProgramHeader::scalar first (the engine scales the input into staging and runs the
 /// out-of-place schedule from there: the same bits).
 inline constexpr uint8_t kPreMulSrc = 1;
-/// Op::flags bits of direct messages (above): a send whose receiver reads its src in place, and
-/// a receive that reads the sender's buffer Op::peerBuf at the sender's view offset
-/// Op::peerOffset instead of the FIFO's slots.
+/// Op::flags bits of direct messages (above): a send whose receiver reads its src in place (a
+/// forward: its dst, once received there), and a receive that reads the sender's buffer
+/// Op::peerBuf at the sender's view offset Op::peerOffset instead of the FIFO's slots.
 inline constexpr uint8_t kDirectSend = 2;
 inline constexpr uint8_t kDirectRecv = 4;
 

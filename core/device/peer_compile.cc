@@ -171,11 +171,17 @@ struct RankOps {
   uint64_t scratchNeed = 0;
 };
 
+// What a sending op sends: a plain send its src, a forward its dst (after receiving into it).
+std::pair<peer::BufKind, uint64_t> sentFrom(const peer::Op& op) {
+  if (op.kind == peer::OpKind::kSend) return {op.src, op.srcOffset};
+  return {op.dst, op.dstOffset};
+}
+
 // Direct messages (kernels/peer_program.h): which sends of every rank may be read in place, and
-// the receives that pair with them. A send qualifies when it is a plain send of the input or the
-// output, not scaled (premulsum), and no later op of the sender's piece writes any of its elements
-// (in place, input and output share elements: placeOf). Every rank computes every rank's marks
-// alike, so both ends of a FIFO agree.
+// the receives that pair with them. A send or forward qualifies when what it sends lies in the
+// input or the output (a plain send: not scaled by premulsum) and no later op of the sender's
+// piece writes any of those elements (in place, input and output share elements: placeOf). Every
+// rank computes every rank's marks alike, so both ends of a FIFO agree.
 void markDirect(const CollShape& shape, const std::vector<peer::Piece>& pieces,
                 std::vector<RankOps>& all) {
   const int n = shape.nranks;
@@ -192,10 +198,11 @@ void markDirect(const CollShape& shape, const std::vector<peer::Piece>& pieces,
         s.count = pieces[rd.piece].count;
         for (uint32_t k = rd.firstOp; k < rd.firstOp + rd.nops; ++k) {
           peer::Op& op = ro.ops[k];
-          if (op.kind != peer::OpKind::kSend || (op.flags & peer::kPreMulSrc) != 0 ||
-              (op.src != peer::BufKind::kInput && op.src != peer::BufKind::kOutput))
-            continue;
-          const Place from = placeOf(s, static_cast<Buf>(op.src), op.srcOffset);
+          if (!sendsTo(op.kind)) continue;
+          if (op.kind == peer::OpKind::kSend && (op.flags & peer::kPreMulSrc) != 0) continue;
+          const auto [buf, offset] = sentFrom(op);
+          if (buf != peer::BufKind::kInput && buf != peer::BufKind::kOutput) continue;
+          const Place from = placeOf(s, static_cast<Buf>(buf), offset);
           bool rewritten = false;
           for (uint32_t later = ri + 1;
                !rewritten && later < ro.channelRounds[c + 1] && ro.rounds[later].piece == rd.piece;
@@ -211,7 +218,7 @@ void markDirect(const CollShape& shape, const std::vector<peer::Piece>& pieces,
           }
           if (rewritten) continue;
           op.flags |= peer::kDirectSend;
-          sends[p][{c, op.sendPeer, op.sendSlot}] = {op.src, op.srcOffset};
+          sends[p][{c, op.sendPeer, op.sendSlot}] = {buf, offset};
         }
       }
     }
@@ -525,8 +532,7 @@ Status checkPairing(std::span<const PeerProgram* const> programs) {
             s.slot = op.sendSlot;
             if ((op.flags & peer::kDirectSend) != 0) {
               s.direct = true;
-              s.buf = op.src;
-              s.offset = op.srcOffset;
+              std::tie(s.buf, s.offset) = sentFrom(op);
             }
             sent[{static_cast<int>(c), r, op.sendPeer}].push_back(s);
           }

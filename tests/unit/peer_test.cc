@@ -451,11 +451,11 @@ TEST_CASE("1,000 calls of alternating shapes on one set of arenas", "[peer]") {
 }
 
 TEST_CASE("direct messages: sends read in place only where nothing rewrites them", "[peer]") {
-  // Counts rank 0's sends and receives, and those marked direct, of one compiled call.
+  // Counts rank `rank`'s sends, forwards and receives, and those marked direct, of one call.
   struct Marks {
-    int sends = 0, directSends = 0, recvs = 0, directRecvs = 0;
+    int sends = 0, directSends = 0, forwards = 0, directForwards = 0, recvs = 0, directRecvs = 0;
   };
-  auto marks = [](const CollShape& shape, const char* name, Protocol p) {
+  auto marks = [](const CollShape& shape, const char* name, Protocol p, int rank = 0) {
     const AlgorithmInfo* info = algo::find(shape.coll, name);
     REQUIRE(info != nullptr);
     peer::ArenaConfig arena = tinyArena(shape.nranks, 1);
@@ -464,12 +464,16 @@ TEST_CASE("direct messages: sends read in place only where nothing rewrites them
     cfg.direct = true;
     REQUIRE(compileAll(job, *info, shape, cfg, nullptr) == "");  // pairs, direct marks included
     Marks m;
-    const peer::ProgramHeader* h = job.programs[0].header();
+    const peer::ProgramHeader* h = job.programs[rank].header();
     for (uint32_t k = 0; k < h->nops; ++k) {
       const peer::Op& op = peer::ops(h)[k];
       if (op.kind == peer::OpKind::kSend) {
         ++m.sends;
         m.directSends += (op.flags & peer::kDirectSend) != 0;
+      }
+      if (op.kind == peer::OpKind::kRecvCopySend || op.kind == peer::OpKind::kRecvReduceSend) {
+        ++m.forwards;
+        m.directForwards += (op.flags & peer::kDirectSend) != 0;
       }
       if (op.kind != peer::OpKind::kSend && op.kind != peer::OpKind::kCopy &&
           op.kind != peer::OpKind::kReduce && op.kind != peer::OpKind::kDivide) {
@@ -497,6 +501,17 @@ TEST_CASE("direct messages: sends read in place only where nothing rewrites them
   CHECK(m.sends == 4);
   CHECK(m.directSends == 2);
   CHECK(m.directRecvs == 2);
+  // broadcast chain: rank 1 receives rank 0's input in place and forwards its output, final.
+  const CollShape chain{Coll::kBroadcast, 0, 4, 64, DataType::kFloat32, RedOp::kSum, 0, false};
+  m = marks(chain, "chain", Protocol::kSimple, 1);
+  CHECK(m.forwards == 1);
+  CHECK(m.directForwards == 1);
+  CHECK(m.directRecvs == 1);
+  // reduce chain into scratch (not a user buffer): its forwards go through the slots.
+  const CollShape rchain{Coll::kReduce, 0, 4, 64, DataType::kFloat32, RedOp::kSum, 3, false};
+  m = marks(rchain, "chain", Protocol::kSimple, 1);
+  CHECK(m.forwards == 1);
+  CHECK(m.directForwards == 0);
   // avg in place: the final divide rewrites the whole output, so no send of it is direct.
   CollShape avg = ring;
   avg.op = RedOp::kAvg;
