@@ -17,15 +17,16 @@
 // builds the same pieces), so messages need no header: each op carries the FIFO slot at which
 // its message starts, counted from the call's start (the static pairing of sends and receives).
 //
-// Direct messages (kDirectSend / kDirectRecv, the simple protocol only): where a message's source
-// is a user buffer that the sender's later ops never write during the call, and the ranks share
-// an address space, the sender copies nothing: it publishes each slice's FIFO counter as usual
-// (after its slots' room, so the counters stay one sequence), and the receiver reads the slice
-// from the sender's buffer itself, found through the sender's CallRecord of the channel (its
-// buffers' addresses, written at the channel's start, before any publish). A channel that made
-// direct sends waits at its end until every receiver has taken them (their head counters), so
-// the user may reuse the buffers once the call is done. The compiler marks both ends alike (the
-// receiver's op carries the sender's buffer and offset).
+// Direct messages (kDirectSend / kDirectRecv, the simple protocol only): where the data a message
+// carries lies in a user buffer (a plain send's source, a forward's destination once received)
+// that the sender's later ops never write during the call, and the ranks share an address space,
+// the sender copies nothing: it publishes each slice's FIFO counter as usual (after its slots'
+// room, so the counters stay one sequence), and the receiver reads the slice from the sender's
+// buffer itself, found through the sender's CallRecord of the channel (its buffers' addresses,
+// written at the channel's start, before any publish). A channel that made direct sends waits at
+// its end until every receiver has taken them (their head counters), so the user may reuse the
+// buffers once the call is done. The compiler marks both ends alike (the receiver's op carries
+// the sender's buffer and offset).
 //
 // Layout in memory: a ProgramHeader, then Piece[npieces], Round[nrounds], Op[nops]; offsets and
 // counts in the header. No pointers: one program serves every call of its shape.
