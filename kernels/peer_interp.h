@@ -88,6 +88,7 @@ class Interp {
       recvdBase_[q] = h_->protocol == Protocol::kSimple ? st->recvd : st->llRecvd;
       sent_[q] = recvd_[q] = 0;
       headSeen_[q] = tailSeen_[q] = 0;
+      directUntil_[q] = 0;
     }
     if (h_->direct != 0) {
       // The buffers this channel's direct receivers read; published by the first counter
@@ -511,7 +512,7 @@ class Interp {
     const uint64_t e1 = detail::minU(op.count, e0 + perSlot_);
     if (h_->protocol == Protocol::kSimple) {
       if (q >= 0 && (op.flags & kDirectSend) != 0) {
-        directSent_ = true;
+        directUntil_[q] = outUse + 1;
       } else if (s >= 0 && (op.flags & kDirectRecv) != 0) {
         const View iv = senderView(op, pc);
         runRange(op, sv, dv, e0, e1, nullptr, q >= 0 ? slot(h_->rank, q, outUse) : nullptr, &iv);
@@ -603,12 +604,13 @@ class Interp {
     return any;
   }
 
-  // After a channel's direct sends: waits until every peer has taken every slice sent to it (its
-  // head counter), so that the call's buffers may be reused once the kernel is done.
+  // After a channel's direct sends: waits until each peer it sent directly to has taken the last
+  // of them (its head counter), so that the call's buffers may be reused once the kernel is done.
+  // Slices that went through the FIFOs need no wait: their data is in the peers' arenas.
   TUTTI_HD Failure awaitDirectReaders() {
-    if (!p_.any(directSent_)) return Failure::kNone;
     for (int q = 0; q < h_->nranks; ++q) {
-      const uint64_t want = sentBase_[q] + sent_[q];
+      const uint64_t want = directUntil_[q];  // the same on every lane (set by all of them)
+      if (want == 0) continue;
       for (;;) {
         const uint64_t seen = p_.uniform(p_.lane() == 0 ? p_.loadAcquire(head(h_->rank, q)) : 0);
         if (seen >= want) break;
@@ -663,7 +665,7 @@ class Interp {
   uint32_t payload_ = 16;
   uint64_t perSlot_ = 1;
   int round_ = -1;
-  bool directSent_ = false;
+  uint64_t directUntil_[kMaxRanks];  // per peer: 1 + the FIFO use of the last direct send, or 0
   uint64_t sentBase_[kMaxRanks], recvdBase_[kMaxRanks];
   uint64_t sent_[kMaxRanks], recvd_[kMaxRanks];
   uint64_t headSeen_[kMaxRanks], tailSeen_[kMaxRanks];
