@@ -481,6 +481,52 @@ TEST_CASE("tcp: 2 and 3 ranks exchange 0, 1, 7 and 1 MiB+3 byte messages both wa
   requireAllPassed(runRanks(nranks, exchangeBody));
 }
 
+/// Every connected TCP socket of this process has SO_SNDBUF `want` (as the kernel reports it:
+/// twice the value set); there are (nranks - 1) * sockets-per-pair of them. Then the exchange.
+int sendBufferBody(World& w, int want) {
+  int sockets = 0;
+  for (int fd = 0; fd < 1024; ++fd) {
+    sockaddr_storage ss{};
+    socklen_t len = sizeof(ss);
+    if (::getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0 ||
+        ss.ss_family != AF_INET)
+      continue;
+    int v = 0;
+    socklen_t vlen = sizeof(v);
+    TUTTI_TCP_CHECK(::getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &v, &vlen) == 0);
+    if (v != want) {
+      std::fprintf(stderr, "rank %d: socket fd %d has SO_SNDBUF %d, want %d\n", w.rank, fd, v,
+                   want);
+      return 1;
+    }
+    ++sockets;
+  }
+  TUTTI_TCP_CHECK(sockets == (w.nranks - 1) * 2);  // TUTTI_SOCKET_NSOCKS' default
+  return exchangeBody(w);
+}
+
+TEST_CASE("tcp: TUTTI_SOCKET_SNDBUF sizes the data sockets' send buffers; bad values are refused",
+          "[tcp]") {
+  // Unset: 128 KiB over loopback (the kernel reports twice what is set).
+  requireAllPassed(runRanks(2, [](World& w) { return sendBufferBody(w, 256 << 10); }));
+  ::setenv("TUTTI_SOCKET_SNDBUF", "96K", 1);
+  requireAllPassed(runRanks(3, [](World& w) { return sendBufferBody(w, 192 << 10); }));
+  ::setenv("TUTTI_SOCKET_SNDBUF", "0", 1);  // the kernel's autotuning: never a set value
+  requireAllPassed(runRanks(2, exchangeBody));
+  for (const char* bad : {"-1", "4G", "lots"}) {
+    INFO(bad);
+    ::setenv("TUTTI_SOCKET_SNDBUF", bad, 1);
+    auto peers = makePeers(2);
+    TcpTransport t;
+    auto blob = t.setup(makeContext(0, peers, 1000));
+    REQUIRE_FALSE(blob.isOk());
+    CHECK(blob.status().code() == Code::kInvalidArgument);
+    CHECK_THAT(blob.status().message(), Catch::Contains("TUTTI_SOCKET_SNDBUF"));
+    CHECK_THAT(blob.status().message(), Catch::Contains(std::string("'") + bad + "'"));
+  }
+  ::unsetenv("TUTTI_SOCKET_SNDBUF");
+}
+
 TEST_CASE("tcp: reducing receives sum float32 in place and out of place", "[tcp]") {
   const int nranks = GENERATE(2, 3);
   requireAllPassed(runRanks(nranks, reduceBody));
