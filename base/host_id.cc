@@ -17,12 +17,20 @@ std::string hostName() {
   return host;
 }
 
-const std::string& hostId() {
+const std::string& bootId() {
   static const std::string id = [] {
-    if (auto v = env::get({"TUTTI_HOSTID"}); v && !v->empty()) return *v;
     std::string boot;
     std::ifstream f("/proc/sys/kernel/random/boot_id");
     std::getline(f, boot);
+    return boot;
+  }();
+  return id;
+}
+
+const std::string& hostId() {
+  static const std::string id = [] {
+    if (auto v = env::get({"TUTTI_HOSTID"}); v && !v->empty()) return *v;
+    const std::string& boot = bootId();
     struct stat st {};
     unsigned long long netns = stat("/proc/self/ns/net", &st) == 0 ? st.st_ino : 0;
     return fmt::format("{}/{}/netns:{}", hostName(), boot, netns);

@@ -6,8 +6,8 @@
 // hello names which one it is); messages of at least TUTTI_SOCKET_STRIPE_BYTES go round-robin over
 // them, smaller ones use the first. Data: sendmsg/recvmsg straight from/to the user buffers,
 // several queued messages per call; reducing receives go through a per-socket staging buffer,
-// whole elements only. Over loopback each data socket's SO_SNDBUF is capped (TUTTI_SOCKET_SNDBUF;
-// why at kLoopbackSndBuf). Waiting is the engine's: it spins on progress() (non-blocking calls), then
+// whole elements only. To a peer on the same machine each data socket's SO_SNDBUF is capped
+// (TUTTI_SOCKET_SNDBUF; why at kSameMachineSndBuf). Waiting is the engine's: it spins on progress() (non-blocking calls), then
 // polls the socket, or an epoll set of the pair's sockets when there are several.
 //
 // Why connect() in increasing rank order cannot deadlock: rank r first accepts from every p < r,
@@ -45,6 +45,7 @@
 #include <utility>
 
 #include "base/env.h"
+#include "base/host_id.h"
 #include "base/log.h"
 #include "base/socket.h"
 #include "base/status.h"
@@ -63,16 +64,20 @@ TUTTI_PARAM_INT(kStripeBytes, "TUTTI_SOCKET_STRIPE_BYTES", nullptr, "NET", 64 <<
 
 TUTTI_PARAM_STRING(kSndBuf, "TUTTI_SOCKET_SNDBUF", nullptr, "NET", "auto",
                    "SO_SNDBUF of each data socket, bytes (K/M suffixes; the kernel doubles it); "
-                   "auto: 128 KiB when the ranks talk over loopback, the kernel's autotuning "
-                   "otherwise; 0: always the kernel's autotuning");
+                   "auto: 128 KiB to a peer on the same machine (loopback, or another network "
+                   "namespace), the kernel's autotuning to other hosts; 0: always the kernel's "
+                   "autotuning");
 
-// Over loopback the kernel's send-buffer autotuning (up to net.ipv4.tcp_wmem's 4 MiB) lets one
-// sendmsg queue MiBs that the peer copies out only after they left the cache: with 128 KiB (256
-// KiB as the kernel counts it, four 64 KiB loopback segments) a 2-rank allreduce over loopback
-// ran 1.3-2.1x faster at 1-64 MiB, 4 ranks 1.2-2.0x at 256 KiB-64 MiB, small sizes unchanged
-// (bench/compare_peers.sh-style runs against Open MPI). Much smaller buffers stall: at 16-32 KiB
-// fewer than two segments fit in flight and every exchange waits out the peer's 40 ms delayed ACK.
-constexpr int kLoopbackSndBuf = 128 << 10;
+// Between two processes of one machine (loopback or veth) the kernel's send-buffer autotuning
+// (up to net.ipv4.tcp_wmem's 4 MiB) lets one sendmsg queue MiBs that the peer copies out only
+// after they left the cache. With 128 KiB (256 KiB as the kernel counts it, four 64 KiB loopback
+// segments) a 2-rank allreduce over loopback ran 1.3-2.1x faster at 2-64 MiB, 4 ranks 1.2-2.0x at
+// 256 KiB-64 MiB, 2 ranks across two network namespaces about 2x at 4-64 MiB; small sizes
+// unchanged (interleaved runs against Open MPI, docs/PERFORMANCE.md). Much smaller buffers stall:
+// at 16-32 KiB fewer than two segments fit in flight and an exchange waits out the peer's 40 ms
+// delayed ACK. To another host a fixed buffer would only cap the bytes in flight, so the kernel
+// keeps tuning it.
+constexpr int kSameMachineSndBuf = 128 << 10;
 
 constexpr int kListenBacklog = 4096;  // the kernel caps it at somaxconn
 constexpr int kMaxBackoffMs = 100;
@@ -146,10 +151,10 @@ Result<AddrBlob> parseBlob(const Context& ctx, int peer, std::span<const std::by
   return tcp_wire::parseAddrBlob(bytes, ctx.rank, peer);
 }
 
-/// TUTTI_SOCKET_SNDBUF's value for this job: bytes, or 0 to leave the kernel's autotuning.
-Result<int> sendBufferBytes(const Context& ctx, bool loopback) {
+/// TUTTI_SOCKET_SNDBUF: bytes, 0 to leave the kernel's autotuning, -1 for auto.
+Result<int> sendBufferSetting(const Context& ctx) {
   const std::string text = kSndBuf.get();
-  if (text.empty() || text == "auto") return loopback ? kLoopbackSndBuf : 0;
+  if (text.empty() || text == "auto") return -1;
   const std::optional<int64_t> v = env::parseInt(text);
   if (!v || *v < 0 || *v > INT_MAX / 2) {
     return invalidArgument(
@@ -272,7 +277,7 @@ struct TcpTransport::State {
   std::string listenAddr;
   std::vector<PendingHello> pending;
   int nstreams = 1;  // sockets per peer pair
-  int sndBuf = 0;    // SO_SNDBUF of the data sockets (0: the kernel's autotuning)
+  int sndBuf = -1;   // TUTTI_SOCKET_SNDBUF (sendBufferSetting)
   // by (source rank, stream): hellos that arrived before their connect()
   std::map<std::pair<int, int>, UniqueFd> stashed;
 
@@ -409,14 +414,11 @@ Result<std::vector<std::byte>> TcpTransport::setup(const Context& ctx) {
                            kMaxStreams, nsocks, ctx.rank);
   }
   state_->nstreams = static_cast<int>(nsocks);
-  const bool loopback =
-      sa->sa_family == AF_INET
-          ? (ntohl(reinterpret_cast<const sockaddr_in*>(sa)->sin_addr.s_addr) >> 24) == 127
-          : IN6_IS_ADDR_LOOPBACK(&reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr);
-  TUTTI_TRY_ASSIGN(state_->sndBuf, sendBufferBytes(ctx, loopback));
+  TUTTI_TRY_ASSIGN(state_->sndBuf, sendBufferSetting(ctx));
   AddrBlob blob{};
   blob.magic = kBlobMagic;
   blob.nstreams = static_cast<uint32_t>(nsocks);
+  std::memcpy(blob.bootId, bootId().data(), std::min(bootId().size(), sizeof(blob.bootId) - 1));
   socklen_t len = sizeof(blob.addr);
   if (::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&blob.addr), &len) != 0) {
     return systemError("tcp: getsockname failed: {} (rank={})", errnoString(errno), ctx.rank);
@@ -457,6 +459,11 @@ Result<std::unique_ptr<Connection>> TcpTransport::connect(const Context& ctx, in
         "after every connect (rank={}, peer={})",
         ctx.rank, peer);
   }
+  AddrBlob mine{};
+  std::memcpy(mine.bootId, bootId().data(), std::min(bootId().size(), sizeof(mine.bootId) - 1));
+  const bool sameMachine = mine.bootId[0] != '\0' &&
+                           std::memcmp(mine.bootId, blob.bootId, sizeof(mine.bootId)) == 0;
+  const int sndBuf = state_->sndBuf >= 0 ? state_->sndBuf : sameMachine ? kSameMachineSndBuf : 0;
   std::vector<UniqueFd> fds(static_cast<size_t>(state_->nstreams));
   for (int i = 0; i < state_->nstreams; ++i) {
     if (peer > ctx.rank) {
@@ -464,7 +471,7 @@ Result<std::unique_ptr<Connection>> TcpTransport::connect(const Context& ctx, in
     } else {
       TUTTI_TRY_ASSIGN(fds[i], state_->acceptPeer(ctx, peer, i, deadline));
     }
-    TUTTI_TRY(setConnectedOptions(fds[i].get(), ctx, peer, state_->sndBuf));
+    TUTTI_TRY(setConnectedOptions(fds[i].get(), ctx, peer, sndBuf));
   }
   if (log::enabled(LogLevel::kInfo, Subsys::kNet)) {
     sockaddr_storage remote{};
@@ -476,8 +483,7 @@ Result<std::unique_ptr<Connection>> TcpTransport::connect(const Context& ctx, in
     TUTTI_LOG_INFO(Subsys::kNet, "tcp: rank {} connected to rank {} (host {}): {} {} {}, {} sockets, SO_SNDBUF {}",
                    ctx.rank, peer, peerHost(ctx, peer), localAddr(fds[0].get()),
                    peer > ctx.rank ? "dialled" : "accepted from", remoteAddr, fds.size(),
-                   state_->sndBuf > 0 ? fmt::format("{} bytes", state_->sndBuf)
-                                      : std::string("autotuned"));
+                   sndBuf > 0 ? fmt::format("{} bytes", sndBuf) : std::string("autotuned"));
   }
   UniqueFd epollFd;
   if (fds.size() > 1) {

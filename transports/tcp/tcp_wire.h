@@ -16,7 +16,7 @@
 namespace tutti::transport::tcp_wire {
 
 inline constexpr uint64_t kHelloMagic = 0x7475747469746370ull;  // "tuttitcp"
-inline constexpr uint32_t kBlobMagic = 0x74637031u;             // "tcp1"
+inline constexpr uint32_t kBlobMagic = 0x74637032u;             // "tcp2"
 
 /// The first bytes a dialling rank writes on a new socket.
 struct Hello {
@@ -38,6 +38,9 @@ struct AddrBlob {
   uint32_t addrLen;
   sockaddr_storage addr;
   uint32_t nstreams;  ///< sockets per peer pair (TUTTI_SOCKET_NSOCKS); must match on both sides
+  /// The sender's kernel boot id (bootId()), NUL-padded; all zero when unknown. Equal ids: both
+  /// ends run on one machine, and the bytes only move between its processes' memory.
+  char bootId[40];
 };
 static_assert(std::is_trivially_copyable_v<AddrBlob>);
 
