@@ -29,10 +29,10 @@ TUTTI_PARAM_INT(kFusionBytes, "TUTTI_FUSION_BYTES", nullptr, "CORE", 64 << 10,
                 "0 disables fusion)");
 
 Result<std::byte*> staging(CommImpl& impl, size_t bytes, const char* api) {
-  std::vector<std::byte>& s = impl.batchStaging();
+  PageBuffer& s = impl.batchStaging();
   if (s.size() < bytes) {
     try {
-      s.resize(bytes);
+      s.grow(bytes);
     } catch (const std::bad_alloc&) {
       return systemError("{}: cannot allocate {} bytes of staging memory", api, bytes);
     }

@@ -98,7 +98,7 @@ class CommImpl final : public DeviceOwner {
   bootstrap::Bootstrap& bootstrapRing() { return net_->boot(); }
   /// Fused inputs and outputs and premultiplied inputs of batches (core/batch.cc); grows only.
   /// Used by the thread running a batch (one at a time, as every call on a communicator).
-  std::vector<std::byte>& batchStaging() { return plans_.batchStaging(); }
+  PageBuffer& batchStaging() { return plans_.batchStaging(); }
   Status setAlgorithm(Coll coll, const std::string& name);
   Result<std::string> loadSchedule(const std::string& path);
   /// The selector's decision (core/selection.h) for Communicator::algorithmFor, after checking
@@ -176,7 +176,7 @@ class CommImpl final : public DeviceOwner {
   std::atomic<bool> closing_{false};  // the destructor runs: staged jobs still waiting give up
 
   Selection selection_;  // the link model, overrides and decisions (core/selection.h)
-  std::vector<std::byte> calibBuf_;  // calibration's buffers (init only; freed after)
+  PageBuffer calibBuf_;  // calibration's buffers (init only; freed after)
 
   mutable std::mutex errMu_;
   Status firstError_;

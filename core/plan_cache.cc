@@ -10,7 +10,7 @@ Status PlanCache::reserveScratch(size_t bytes, const char* api) {
   if (bytes <= scratch_.size()) return Status::ok();
   // Grows only; sized by the largest plan so far. No exception escapes: failure is reported.
   try {
-    scratch_.resize(bytes);
+    scratch_.grow(bytes);
   } catch (const std::bad_alloc&) {
     return systemError("{}: cannot allocate {} bytes of scratch", api, bytes);
   }

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "base/collectives.h"
+#include "base/page_buffer.h"
 #include "core/engine.h"
 
 namespace tutti::detail {
@@ -51,7 +52,7 @@ class PlanCache {
   Status reserveScratch(size_t bytes, const char* api);
   std::byte* scratch() { return scratch_.data(); }
   /// Fused inputs and outputs and premultiplied inputs of batches (core/batch.cc); grows only.
-  std::vector<std::byte>& batchStaging() { return batchStaging_; }
+  PageBuffer& batchStaging() { return batchStaging_; }
 
   /// Asks for the call's large buffers to be backed by huge pages (core/huge_pages.h), unless
   /// the same buffers and plan were already advised twice in a row.
@@ -61,8 +62,8 @@ class PlanCache {
   std::map<Key, std::unique_ptr<Plan>> plans_;
   Key lastKey_{};
   Plan* last_ = nullptr;  // reset whenever plans_ changes
-  std::vector<std::byte> scratch_;
-  std::vector<std::byte> batchStaging_;
+  PageBuffer scratch_;  // page-aligned: tcp receives into it (base/page_buffer.h)
+  PageBuffer batchStaging_;
   // The buffers and plan of the last call advised, and how many calls in a row used them.
   const void* hugeSend_ = nullptr;
   const void* hugeRecv_ = nullptr;

@@ -35,6 +35,7 @@
 
 #include "base/env.h"
 #include "base/log.h"
+#include "base/page_buffer.h"
 #include "transports/fifo.h"
 #include "transports/shm/shm_wire.h"
 #include "transports/transport.h"
@@ -350,7 +351,7 @@ class ShmConnection final : public Connection {
     } else {
       // Through a small buffer that stays in cache: dst = src op (what the sender holds).
       constexpr size_t kBounce = 64 << 10;  // a multiple of every element size
-      if (bounce_.empty()) bounce_.resize(kBounce);
+      if (bounce_.empty()) bounce_.grow(kBounce);
       for (size_t off = 0; off < n; off += kBounce) {
         const size_t m = std::min(kBounce, n - off);
         if (!readRemote(bounce_.data(), r.remote + r.done + off, m)) return false;
@@ -502,7 +503,7 @@ class ShmConnection final : public Connection {
   uint64_t inlineSent_ = 0, inlineRecvd_ = 0, inlineTailSeen_ = 0;  // in lines
   uint64_t sendsDone_ = 0, recvsDone_ = 0;
   uint64_t cmaPosted_ = 0, cmaAckSeen_ = 0, cmaRead_ = 0;  // single-copy messages
-  std::vector<std::byte> bounce_;  // single-copy reductions read through it
+  PageBuffer bounce_;  // single-copy reductions read through it (page-aligned: process_vm_readv)
   Status error_ = Status::ok();
   Fifo<PendingSend> sends_;
   Fifo<PendingRecv> recvs_;

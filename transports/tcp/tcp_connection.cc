@@ -16,6 +16,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "base/page_buffer.h"
 #include "base/status.h"
 #include "transports/fifo.h"
 
@@ -223,7 +224,7 @@ class Stream {
   /// stays staged until its remaining bytes arrive. True if the socket may hold more.
   Result<bool> readReduce(RecvOp& op, uint64_t& bytesReceived) {
     const size_t elem = std::max<size_t>(op.spec.elemBytes, 1);
-    if (staging_.empty()) staging_.resize(std::max(kStagingBytes, elem));
+    if (staging_.empty()) staging_.grow(std::max(kStagingBytes, elem));
     const size_t want = std::min(staging_.size() - staged_, op.spec.bytes - op.doneBytes - staged_);
     iovec iov{staging_.data() + staged_, want};
     TUTTI_TRY_ASSIGN(const size_t n, readSome(&iov, 1, want, bytesReceived));
@@ -247,7 +248,7 @@ class Stream {
   Fifo<RecvOp> recvs_;
   uint64_t sendsPosted_ = 0, recvsPosted_ = 0;
   uint64_t sendsDone_ = 0, recvsDone_ = 0;
-  std::vector<std::byte> staging_;  // allocated on the first reducing receive
+  PageBuffer staging_;  // allocated on the first reducing receive (page-aligned: page_buffer.h)
   size_t staged_ = 0;               // bytes of the front reducing receive held in staging_
 };
 
