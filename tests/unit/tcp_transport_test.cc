@@ -481,6 +481,58 @@ TEST_CASE("tcp: 2 and 3 ranks exchange 0, 1, 7 and 1 MiB+3 byte messages both wa
   requireAllPassed(runRanks(nranks, exchangeBody));
 }
 
+/// Plain receives into destinations at assorted offsets from a cache line, mixed with aligned
+/// and small ones, in order, some larger than a reducing receive's staging buffer: every byte
+/// exact, nothing written before or after.
+int offsetExchangeBody(World& w) {
+  const std::vector<size_t> sizes = {4096, 70001, 300000, 5, (size_t{256} << 10) + 17, 8192};
+  const std::vector<size_t> offsets = {16, 0, 1, 63, 48, 64};
+  struct Free {
+    void operator()(uint8_t* p) const { std::free(p); }
+  };
+  std::vector<std::vector<std::vector<uint8_t>>> sendBufs(w.nranks);
+  std::vector<std::vector<std::unique_ptr<uint8_t[], Free>>> recvMem(w.nranks);
+  for (int p = 0; p < w.nranks; ++p) {
+    if (p == w.rank) continue;
+    for (size_t k = 0; k < sizes.size(); ++k) {
+      std::vector<uint8_t> s(sizes[k]);
+      for (size_t i = 0; i < s.size(); ++i) s[i] = patternByte(w.rank, p, k, i);
+      sendBufs[p].push_back(std::move(s));
+      const size_t rounded = (sizes[k] + 64 + 4095) / 4096 * 4096;
+      recvMem[p].emplace_back(static_cast<uint8_t*>(std::aligned_alloc(4096, rounded)));
+      TUTTI_TCP_CHECK(recvMem[p].back() != nullptr);
+      std::memset(recvMem[p].back().get(), 0xEE, rounded);
+    }
+  }
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    for (int p = 0; p < w.nranks; ++p) {
+      if (p == w.rank) continue;
+      Connection& c = *w.conns[p];
+      TUTTI_TCP_CHECK(c.postSend(sendBufs[p][k].data(), sizes[k]) == k + 1);
+      TUTTI_TCP_CHECK(
+          c.postRecv(RecvSpec{.dst = recvMem[p][k].get() + offsets[k], .bytes = sizes[k]}) == k + 1);
+    }
+  }
+  TUTTI_TCP_CHECK_OK(driveUntilIdle(allConns(w), 30000));
+  for (int p = 0; p < w.nranks; ++p) {
+    if (p == w.rank) continue;
+    TUTTI_TCP_CHECK(w.conns[p]->recvsDone() == sizes.size());
+    for (size_t k = 0; k < sizes.size(); ++k) {
+      const uint8_t* got = recvMem[p][k].get();
+      for (size_t i = 0; i < offsets[k]; ++i) TUTTI_TCP_CHECK(got[i] == 0xEE);  // nothing before
+      for (size_t i = 0; i < sizes[k]; ++i) {
+        if (got[offsets[k] + i] != patternByte(p, w.rank, k, i)) {
+          std::fprintf(stderr, "rank %d: wrong byte from %d, message %zu (offset %zu), byte %zu\n",
+                       w.rank, p, k, offsets[k], i);
+          return 1;
+        }
+      }
+      TUTTI_TCP_CHECK(got[offsets[k] + sizes[k]] == 0xEE);  // nothing after
+    }
+  }
+  return 0;
+}
+
 /// Every connected TCP socket of this process has SO_SNDBUF `want` (as the kernel reports it:
 /// twice the value set); there are (nranks - 1) * sockets-per-pair of them. Then the exchange.
 int sendBufferBody(World& w, int want) {
@@ -525,6 +577,11 @@ TEST_CASE("tcp: TUTTI_SOCKET_SNDBUF sizes the data sockets' send buffers; bad va
     CHECK_THAT(blob.status().message(), Catch::Contains(std::string("'") + bad + "'"));
   }
   ::unsetenv("TUTTI_SOCKET_SNDBUF");
+}
+
+TEST_CASE("tcp: plain receives at any offset from a cache line arrive exact", "[tcp]") {
+  const int nranks = GENERATE(2, 3);
+  requireAllPassed(runRanks(nranks, offsetExchangeBody));
 }
 
 TEST_CASE("tcp: reducing receives sum float32 in place and out of place", "[tcp]") {
