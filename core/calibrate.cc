@@ -7,7 +7,7 @@
 //  1. host-mates (shm, or tcp with TUTTI_TRANSPORTS=tcp): the ranks of each host pair up in rank
 //     order (1st with 2nd, 3rd with 4th, ...; an odd one out idles) and all pairs exchange
 //     messages at once, both directions busy as in a collective's rounds: 8 B, 4 KiB, 32 KiB,
-//     256 KiB and 1 MiB, the mean time of each (the smallest of three batches' means). The 8 B
+//     256 KiB, 1 MiB (and 4 MiB over tcp), the mean time of each (the smallest of three batches' means). The 8 B
 //     exchange is o + alpha; bw(m) = m / (exchange(m) - exchange(8 B)) gives the bandwidth curve
 //     (simulator.h "Curve"). For shm, one exchange of max(8 MiB, footprint cache) bytes gives
 //     the memory term's stream factor ("Memory"), after the message cache term is divided out.
