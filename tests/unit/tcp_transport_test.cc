@@ -279,17 +279,28 @@ uint8_t patternByte(int src, int dst, size_t idx, size_t i) {
   return static_cast<uint8_t>((x * 2654435761u) >> 24);
 }
 
-int exchangeBody(World& w) {
-  const std::vector<size_t> sizes = {0, 1, 7, (size_t{1} << 20) + 3, 0, 7};
-  std::vector<std::vector<std::vector<uint8_t>>> sendBufs(w.nranks), recvBufs(w.nranks);
+/// Per peer, message k of sizes[k] bytes of patternByte(this rank, peer, k, i).
+std::vector<std::vector<std::vector<uint8_t>>> patternMessages(const World& w,
+                                                               const std::vector<size_t>& sizes) {
+  std::vector<std::vector<std::vector<uint8_t>>> out(w.nranks);
   for (int p = 0; p < w.nranks; ++p) {
     if (p == w.rank) continue;
     for (size_t k = 0; k < sizes.size(); ++k) {
       std::vector<uint8_t> s(sizes[k]);
       for (size_t i = 0; i < s.size(); ++i) s[i] = patternByte(w.rank, p, k, i);
-      sendBufs[p].push_back(std::move(s));
-      recvBufs[p].emplace_back(sizes[k], uint8_t{0xEE});
+      out[p].push_back(std::move(s));
     }
+  }
+  return out;
+}
+
+int exchangeBody(World& w) {
+  const std::vector<size_t> sizes = {0, 1, 7, (size_t{1} << 20) + 3, 0, 7};
+  const auto sendBufs = patternMessages(w, sizes);
+  std::vector<std::vector<std::vector<uint8_t>>> recvBufs(w.nranks);
+  for (int p = 0; p < w.nranks; ++p) {
+    if (p == w.rank) continue;
+    for (size_t k = 0; k < sizes.size(); ++k) recvBufs[p].emplace_back(sizes[k], uint8_t{0xEE});
   }
   for (size_t k = 0; k < sizes.size(); ++k) {
     for (int p = 0; p < w.nranks; ++p) {
@@ -490,14 +501,11 @@ int offsetExchangeBody(World& w) {
   struct Free {
     void operator()(uint8_t* p) const { std::free(p); }
   };
-  std::vector<std::vector<std::vector<uint8_t>>> sendBufs(w.nranks);
+  const auto sendBufs = patternMessages(w, sizes);
   std::vector<std::vector<std::unique_ptr<uint8_t[], Free>>> recvMem(w.nranks);
   for (int p = 0; p < w.nranks; ++p) {
     if (p == w.rank) continue;
     for (size_t k = 0; k < sizes.size(); ++k) {
-      std::vector<uint8_t> s(sizes[k]);
-      for (size_t i = 0; i < s.size(); ++i) s[i] = patternByte(w.rank, p, k, i);
-      sendBufs[p].push_back(std::move(s));
       const size_t rounded = (sizes[k] + 64 + 4095) / 4096 * 4096;
       recvMem[p].emplace_back(static_cast<uint8_t*>(std::aligned_alloc(4096, rounded)));
       TUTTI_TCP_CHECK(recvMem[p].back() != nullptr);
