@@ -35,7 +35,8 @@ class PageBuffer {
     if (bytes <= size_) return;
     const size_t rounded = (bytes + kAlign - 1) / kAlign * kAlign;
     if (rounded < bytes) throw std::bad_alloc();
-    std::unique_ptr<std::byte[], Free> p(static_cast<std::byte*>(std::aligned_alloc(kAlign, rounded)));
+    std::unique_ptr<std::byte[], Free> p(
+        static_cast<std::byte*>(std::aligned_alloc(kAlign, rounded)));
     if (!p) throw std::bad_alloc();
     if (size_ > 0) std::memcpy(p.get(), p_.get(), size_);
     std::memset(p.get() + size_, 0, rounded - size_);

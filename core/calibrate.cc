@@ -7,10 +7,11 @@
 //  1. host-mates (shm, or tcp with TUTTI_TRANSPORTS=tcp): the ranks of each host pair up in rank
 //     order (1st with 2nd, 3rd with 4th, ...; an odd one out idles) and all pairs exchange
 //     messages at once, both directions busy as in a collective's rounds: 8 B, 4 KiB, 32 KiB,
-//     256 KiB, 1 MiB (and 4 MiB over tcp), the mean time of each (the smallest of three batches' means). The 8 B
-//     exchange is o + alpha; bw(m) = m / (exchange(m) - exchange(8 B)) gives the bandwidth curve
-//     (simulator.h "Curve"). For shm, one exchange of max(8 MiB, footprint cache) bytes gives
-//     the memory term's stream factor ("Memory"), after the message cache term is divided out.
+//     256 KiB, 1 MiB (and 4 MiB over tcp), the mean time of each (the smallest of three batches'
+//     means). The 8 B exchange is o + alpha; bw(m) = m / (exchange(m) - exchange(8 B)) gives
+//     the bandwidth curve (simulator.h "Curve"). For shm, one exchange of max(8 MiB, footprint
+//     cache) bytes gives the memory term's stream factor ("Memory"), after the message cache term
+//     is divided out.
 //  2. compute: every rank times a float32 sum of two 256 KiB operands (the engine reduces in
 //     slices that fit the cache) and a 256 KiB copy, all ranks at once.
 //  3. network, with several hosts: the first ranks of the first two hosts ping-pong (8 B, 64 KiB

@@ -363,7 +363,8 @@ def main():
     if fl.get("tcp_lines"):
         out.append("TCP loopback bound (tutti-tcp-ceiling, this run): the fastest exchange of S bytes "
                    "each way between two pinned processes, over 1, 2 or 4 sockets, several write "
-                   "sizes and two send-buffer sizes; S / that time bounds a 2-rank allreduce's busbw over TCP from above:\n")
+                   "sizes and two send-buffer sizes; S / that time bounds a 2-rank allreduce's "
+                   "busbw over TCP from above:\n")
         out.append("```\n" + "\n".join(fl["tcp_lines"]) + "\n```\n")
     out.append("Ratio = best peer time / tutti time (= tutti busbw / best peer busbw): above 1x tutti "
                "is faster. Best peer = fastest library (and variant) at that size, rank count and "

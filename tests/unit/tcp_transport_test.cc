@@ -517,8 +517,8 @@ int offsetExchangeBody(World& w) {
       if (p == w.rank) continue;
       Connection& c = *w.conns[p];
       TUTTI_TCP_CHECK(c.postSend(sendBufs[p][k].data(), sizes[k]) == k + 1);
-      TUTTI_TCP_CHECK(
-          c.postRecv(RecvSpec{.dst = recvMem[p][k].get() + offsets[k], .bytes = sizes[k]}) == k + 1);
+      const RecvSpec spec{.dst = recvMem[p][k].get() + offsets[k], .bytes = sizes[k]};
+      TUTTI_TCP_CHECK(c.postRecv(spec) == k + 1);
     }
   }
   TUTTI_TCP_CHECK_OK(driveUntilIdle(allConns(w), 30000));

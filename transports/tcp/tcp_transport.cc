@@ -7,8 +7,9 @@
 // them, smaller ones use the first. Data: sendmsg/recvmsg straight from/to the user buffers,
 // several queued messages per call; reducing receives go through a per-socket staging buffer,
 // whole elements only. To a peer on the same machine each data socket's SO_SNDBUF is capped
-// (TUTTI_SOCKET_SNDBUF; why at kSameMachineSndBuf). Waiting is the engine's: it spins on progress() (non-blocking calls), then
-// polls the socket, or an epoll set of the pair's sockets when there are several.
+// (TUTTI_SOCKET_SNDBUF; why at kSameMachineSndBuf). Waiting is the engine's: it spins on
+// progress() (non-blocking calls), then polls the socket, or an epoll set of the pair's sockets
+// when there are several.
 //
 // Why connect() in increasing rank order cannot deadlock: rank r first accepts from every p < r,
 // then dials every q > r. Dials never block on a peer's progress, so rank 0 finishes. Assume
@@ -71,9 +72,9 @@ TUTTI_PARAM_STRING(kSndBuf, "TUTTI_SOCKET_SNDBUF", nullptr, "NET", "auto",
 // Between two processes of one machine (loopback or veth) the kernel's send-buffer autotuning
 // (up to net.ipv4.tcp_wmem's 4 MiB) lets one sendmsg queue MiBs that the peer copies out only
 // after they left the cache. With 128 KiB (256 KiB as the kernel counts it, four 64 KiB loopback
-// segments) a 2-rank allreduce over loopback ran 1.3-2.1x faster at 2-64 MiB, 4 ranks 1.2-2.0x at
-// 256 KiB-64 MiB, 2 ranks across two network namespaces about 2x at 4-64 MiB; small sizes
-// unchanged (interleaved runs against Open MPI, docs/PERFORMANCE.md). Much smaller buffers stall:
+// segments) a 2-rank allreduce over loopback ran 1.1-2.2x faster at 2-64 MiB, 4 ranks up to 1.7x
+// at 256 KiB-64 MiB, 2 ranks across two network namespaces 2-3x at 4-64 MiB; small sizes
+// unchanged (interleaved runs, docs/PERFORMANCE.md). Much smaller buffers stall:
 // at 16-32 KiB fewer than two segments fit in flight and an exchange waits out the peer's 40 ms
 // delayed ACK. To another host a fixed buffer would only cap the bytes in flight, so the kernel
 // keeps tuning it.
@@ -149,6 +150,12 @@ Result<net::InterfaceAddr> chooseListenAddr(const Context& ctx) {
 
 Result<AddrBlob> parseBlob(const Context& ctx, int peer, std::span<const std::byte> bytes) {
   return tcp_wire::parseAddrBlob(bytes, ctx.rank, peer);
+}
+
+/// This kernel's boot id into the blob, NUL-padded (all zero when unknown).
+void putBootId(AddrBlob& blob) {
+  std::memset(blob.bootId, 0, sizeof(blob.bootId));
+  std::memcpy(blob.bootId, bootId().data(), std::min(bootId().size(), sizeof(blob.bootId) - 1));
 }
 
 /// TUTTI_SOCKET_SNDBUF: bytes, 0 to leave the kernel's autotuning, -1 for auto.
@@ -418,7 +425,7 @@ Result<std::vector<std::byte>> TcpTransport::setup(const Context& ctx) {
   AddrBlob blob{};
   blob.magic = kBlobMagic;
   blob.nstreams = static_cast<uint32_t>(nsocks);
-  std::memcpy(blob.bootId, bootId().data(), std::min(bootId().size(), sizeof(blob.bootId) - 1));
+  putBootId(blob);
   socklen_t len = sizeof(blob.addr);
   if (::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&blob.addr), &len) != 0) {
     return systemError("tcp: getsockname failed: {} (rank={})", errnoString(errno), ctx.rank);
@@ -460,7 +467,7 @@ Result<std::unique_ptr<Connection>> TcpTransport::connect(const Context& ctx, in
         ctx.rank, peer);
   }
   AddrBlob mine{};
-  std::memcpy(mine.bootId, bootId().data(), std::min(bootId().size(), sizeof(mine.bootId) - 1));
+  putBootId(mine);
   const bool sameMachine = mine.bootId[0] != '\0' &&
                            std::memcmp(mine.bootId, blob.bootId, sizeof(mine.bootId)) == 0;
   const int sndBuf = state_->sndBuf >= 0 ? state_->sndBuf : sameMachine ? kSameMachineSndBuf : 0;
@@ -480,7 +487,8 @@ Result<std::unique_ptr<Connection>> TcpTransport::connect(const Context& ctx, in
         ::getpeername(fds[0].get(), reinterpret_cast<sockaddr*>(&remote), &len) == 0
             ? formatAddr(reinterpret_cast<sockaddr*>(&remote))
             : std::string("?");
-    TUTTI_LOG_INFO(Subsys::kNet, "tcp: rank {} connected to rank {} (host {}): {} {} {}, {} sockets, SO_SNDBUF {}",
+    TUTTI_LOG_INFO(Subsys::kNet,
+                   "tcp: rank {} connected to rank {} (host {}): {} {} {}, {} sockets, SO_SNDBUF {}",
                    ctx.rank, peer, peerHost(ctx, peer), localAddr(fds[0].get()),
                    peer > ctx.rank ? "dialled" : "accepted from", remoteAddr, fds.size(),
                    sndBuf > 0 ? fmt::format("{} bytes", sndBuf) : std::string("autotuned"));
