@@ -12,7 +12,8 @@
 // poll(), over K sockets (the message striped over them), in writes of at most W bytes, with the
 // sockets' SO_SNDBUF left to the kernel's autotuning or set to B. The best median over K in
 // {1, 2, 4}, W in {256 KiB, 1 MiB, 4 MiB} and B in {autotuned, 128 KiB} is reported (128 KiB:
-// what the tcp transport uses over loopback; it ran up to 2x faster here at 4-64 MiB).
+// what the tcp transport uses between processes of one machine; it ran up to 2x faster here at
+// 4-64 MiB).
 //
 // Usage: tutti-tcp-ceiling [-p CPU_A CPU_B] [-t SECONDS_PER_CASE] [SIZE ...]
 //   SIZE in bytes with an optional K/M/G suffix (powers of 1024); default 1M 16M 256M.
@@ -34,9 +35,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <memory>
 #include <string>
 #include <vector>
+
+#include "base/page_buffer.h"
 
 namespace {
 
@@ -114,15 +116,11 @@ void exchange(const std::vector<int>& fds, const char* src, char* dst, size_t by
 double run(const std::vector<int>& fds, size_t bytes, size_t write, double secs, bool parent) {
   // Page-aligned, as a benchmark's buffers are: the kernel copied into a destination 16 bytes
   // past a cache line (std::vector's, from malloc) 1.8-3x slower here at 64 KiB-1 MiB.
-  struct Free {
-    void operator()(char* p) const { std::free(p); }
-  };
-  const size_t rounded = (bytes + 4095) / 4096 * 4096;
-  std::unique_ptr<char[], Free> srcMem(static_cast<char*>(std::aligned_alloc(4096, rounded))),
-      dstMem(static_cast<char*>(std::aligned_alloc(4096, rounded)));
-  if (!srcMem || !dstMem) die("aligned_alloc");
-  char* const src = srcMem.get();
-  char* const dst = dstMem.get();
+  tutti::PageBuffer srcMem, dstMem;
+  srcMem.grow(bytes);
+  dstMem.grow(bytes);
+  char* const src = reinterpret_cast<char*>(srcMem.data());
+  char* const dst = reinterpret_cast<char*>(dstMem.data());
   for (size_t i = 0; i < bytes; ++i) src[i] = char(i * 7 + (parent ? 1 : 2));
   // The parent decides the number of exchanges from one timed exchange and tells the child.
   uint64_t iters = 0;
