@@ -41,6 +41,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <type_traits>
 #include <utility>
@@ -156,6 +157,12 @@ Result<AddrBlob> parseBlob(const Context& ctx, int peer, std::span<const std::by
 void putBootId(AddrBlob& blob) {
   std::memset(blob.bootId, 0, sizeof(blob.bootId));
   std::memcpy(blob.bootId, bootId().data(), std::min(bootId().size(), sizeof(blob.bootId) - 1));
+}
+
+/// Whether the peer that sent `blob` runs under this kernel (a known, equal boot id).
+bool sameMachine(const AddrBlob& blob) {
+  const std::string_view peer(blob.bootId, ::strnlen(blob.bootId, sizeof(blob.bootId)));
+  return !bootId().empty() && peer == bootId();
 }
 
 /// TUTTI_SOCKET_SNDBUF: bytes, 0 to leave the kernel's autotuning, -1 for auto.
@@ -466,11 +473,9 @@ Result<std::unique_ptr<Connection>> TcpTransport::connect(const Context& ctx, in
         "after every connect (rank={}, peer={})",
         ctx.rank, peer);
   }
-  AddrBlob mine{};
-  putBootId(mine);
-  const bool sameMachine = mine.bootId[0] != '\0' &&
-                           std::memcmp(mine.bootId, blob.bootId, sizeof(mine.bootId)) == 0;
-  const int sndBuf = state_->sndBuf >= 0 ? state_->sndBuf : sameMachine ? kSameMachineSndBuf : 0;
+  const int sndBuf = state_->sndBuf >= 0  ? state_->sndBuf
+                     : sameMachine(blob) ? kSameMachineSndBuf
+                                         : 0;
   std::vector<UniqueFd> fds(static_cast<size_t>(state_->nstreams));
   for (int i = 0; i < state_->nstreams; ++i) {
     if (peer > ctx.rank) {
