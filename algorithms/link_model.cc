@@ -70,6 +70,18 @@ constexpr double kOversubscribedOverheadUs = 0.5;  // o = this * ranks / PUs whe
 //    blocks at every switch) while the tree stayed at 0.8-1.8x: 0.2 beyond L2 / (2 load) (the
 //    grid above).
 constexpr double kStreamFactor = 0.6;
+// TCP between ranks of one host (useNetworkOnHost), fitted to `tutti-perf --validate --transport
+// tcp` (2 and 4 ranks, allreduce, 8 B-256 MiB) and tutti-tcp-ceiling on the 2-core development
+// VM, sndbuf 128 KiB: an 8-byte round took 3.0-5.4 us (2 ranks; the VM's placement moves it);
+// 128 KiB messages moved at about 6 GB/s per direction, 1 MiB and more at 3.5-4.6 in an allreduce
+// (the bare exchange: 4.5-5.3), whose reductions take the same CPUs. With more ranks than PUs
+// (4 on 2) every message waits for its peer to be scheduled, about 4 us per rank per PU:
+// recursive doubling's 8-byte round took 7-11 us, one-shot's three messages 26-37 us; each
+// rank's copies get its share of a PU (bandwidth / load).
+constexpr double kLoopbackLatencyUs = 2.9;
+constexpr double kLoopbackOverheadUs = 1.6;
+constexpr double kLoopbackOversubscribedOverheadUs = 4.0;  // o = this * ranks / PUs
+const std::vector<std::pair<double, double>> kLoopbackCurve = {{128 << 10, 6.0}, {1 << 20, 4.0}};
 constexpr double kOversubscribedStreamFactor = 0.2;
 constexpr uint64_t kDefaultL2Bytes = 1 << 20;  // when the probe found no L2
 
@@ -227,6 +239,11 @@ Status applyLinksJson(const nlohmann::json& links, const std::string& where, Lin
       if (!v.is_boolean()) return invalidArgument("{}.reduce_on_receive: expected true or false", path);
       p.reduceOnReceive = v.get<bool>();
     }
+    if (it->contains("memory_bound")) {
+      const auto& v = (*it)["memory_bound"];
+      if (!v.is_boolean()) return invalidArgument("{}.memory_bound: expected true or false", path);
+      p.memoryBound = v.get<bool>();
+    }
   }
   return Status::ok();
 }
@@ -348,8 +365,17 @@ void useNetworkOnHost(LinkModel& m, LinkClass cls, bool loopbackOnly) {
     return c == LinkClass::kShm ? cls : c;
   };
   if (loopbackOnly && cls == LinkClass::kTcp) {
-    m.links[static_cast<int>(LinkClass::kTcp)] = {.latencyUs = 3.5, .bandwidthGBps = 3.5,
-                                                  .overheadUs = 2.0, .streamFactor = 0.75};
+    // Both copies of a loopback byte are the CPUs' (sender into the socket, receiver out of it):
+    // the memory term applies, and ranks that share a PU share those copies.
+    const double load = std::max(1.0, m.cpuLoad);
+    LinkParams tcp{.latencyUs = kLoopbackLatencyUs,
+                   .overheadUs = load > 1.0 ? kLoopbackOversubscribedOverheadUs * load
+                                            : kLoopbackOverheadUs,
+                   .memoryBound = true};
+    for (const auto& [bytes, gbps] : kLoopbackCurve)
+      tcp.bandwidthCurve.emplace_back(bytes, gbps / load);
+    tcp.bandwidthGBps = tcp.bandwidthCurve.back().second;
+    m.links[static_cast<int>(LinkClass::kTcp)] = tcp;
     m.portOf = nullptr;  // loopback has no NIC to share: each rank streams on its own
   }
 }

@@ -49,10 +49,12 @@ LinkModel linkModelFor(const topo::Topology& world);
 /// For a job whose ranks on one host talk through a network transport instead of shared memory
 /// (TUTTI_TRANSPORTS=tcp, or ib): classOf returns `cls` wherever it returned kShm. When every
 /// rank is on one host (`loopbackOnly`), the class's traffic is loopback, which no NIC speed
-/// describes: kTcp then takes this machine's TCP loopback figures (o 2 us, latency 3.5 us,
-/// 3.5 GB/s per direction, stream factor 0.75 beyond cacheBytes: bench/tcp_ceiling.cc and
-/// tutti-perf's 8-byte allreduce on the 2-core development VM, docs/PERFORMANCE.md), and ranks
-/// no longer share a port (no NIC is in the way: each rank's stream is its own CPU copying).
+/// describes: kTcp then takes this machine's TCP loopback figures (o 1.6 us, latency 2.9 us,
+/// 6 GB/s per direction at 128 KiB and 4.5 from 1 MiB, the memory term on (memoryBound), no
+/// cache term; with more ranks than PUs, o = 4 us x load and the bandwidths / load: fitted with
+/// tutti-perf --validate and bench/tcp_ceiling.cc on the 2-core development VM, link_model.cc),
+/// and ranks no longer share a port (no NIC is in the way: each rank's stream is its own CPU
+/// copying).
 /// Apply before calibration and link files, which override it. Pure apart from `m`.
 void useNetworkOnHost(LinkModel& m, LinkClass cls, bool loopbackOnly);
 

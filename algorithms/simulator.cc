@@ -337,7 +337,8 @@ class Sim {
           msg.pair = pairs_.emplace(pair, static_cast<int>(pairs_.size())).first->second;
           msg.latencyUs = model_.links[cls].latencyUs;
           msg.bandwidthGBps = model_.links[cls].bandwidthFor(s.bytes);
-          if (lc == LinkClass::kShm || lc == LinkClass::kSelf) msg.bandwidthGBps *= memoryFactor_;
+          if (lc == LinkClass::kShm || lc == LinkClass::kSelf || model_.links[cls].memoryBound)
+            msg.bandwidthGBps *= memoryFactor_;
           const double f = model_.links[cls].streamFactor;
           if (f < 1.0 && s.bytes > model_.cacheBytes) {
             // Harmonic blend: cacheBytes at full speed, the rest at f times it.
@@ -345,7 +346,7 @@ class Sim {
             const double c = static_cast<double>(model_.cacheBytes);
             msg.bandwidthGBps *= b / (c + (b - c) / f);
           }
-          if (model_.cpuLoad > 1.0 && lc == LinkClass::kShm) {
+          if (model_.cpuLoad > 1.0 && (lc == LinkClass::kShm || model_.links[cls].memoryBound)) {
             const int fan = std::max(outFan[msg.src], inFan[msg.dst]);
             msg.bandwidthGBps /= std::min<double>(fan, model_.cpuLoad);
           }

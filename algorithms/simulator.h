@@ -45,9 +45,10 @@
 //    (algorithms/link_model.cc).
 //  - Memory: the cache term above follows one message; the memory term follows the call. When a
 //    rank's input and output together exceed LinkModel::footprintCacheBytes, every copy of the
-//    call (shm and self messages, local copies and reductions) reads or writes memory instead of
-//    cache, pipelined or not: the rates are scaled by the harmonic blend of the footprint's first
-//    footprintCacheBytes at full speed and the rest at footprintStreamFactor times it.
+//    call (shm and self messages, those of a class marked memoryBound, local copies and
+//    reductions) reads or writes memory instead of cache, pipelined or not: the rates are scaled
+//    by the harmonic blend of the footprint's first footprintCacheBytes at full speed and the
+//    rest at footprintStreamFactor times it.
 //  - Compute: every rank has one compute unit, first-come first-served. A reduction of b bytes
 //    (recvReduce, recvReduceSend, reduce) costs b / reduceGBps, a copy b / copyGBps; a copy whose
 //    source and destination are the same memory (in-place aliasing) is free, as in the engine.
@@ -103,6 +104,11 @@ struct LinkParams {
   /// reduceGBps - b / copyGBps of compute after its data has arrived (the copy it replaces is
   /// part of the link's bandwidth), not b / reduceGBps. false (the default): the textbook gamma.
   bool reduceOnReceive = false;
+  /// The class's bytes are copied by the CPUs of one host (TCP over loopback or between network
+  /// namespaces of one kernel): the memory term ("Memory" above) scales its bandwidth, as it does
+  /// shm's and self's, which it always applies to. false (the default): a wire that the
+  /// footprint does not slow.
+  bool memoryBound = false;
   /// The message's bandwidth (curve or bandwidthGBps) for a message of `bytes` bytes, before the
   /// cache and memory terms.
   double bandwidthFor(size_t bytes) const;

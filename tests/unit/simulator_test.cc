@@ -177,6 +177,17 @@ TEST_CASE("simulator: the memory term slows every copy of a call whose footprint
   const double g = F / (cb + (F - cb) / 0.5);
   auto slowed = predictUs(Coll::kAllReduce, "two_shot", shapeOf(Coll::kAllReduce, 2, count), m);
   TUTTI_REQUIRE_EXACT(*slowed, 2 * c.a + (S * c.b + S / 2 * c.g) / g);
+  // The same pair joined by tcp with shm's figures: slowed alike when the class is memoryBound
+  // (loopback: the CPUs copy every byte), else only the reduction is.
+  LinkModel net = m;
+  net.links[static_cast<int>(LinkClass::kTcp)] = net.links[static_cast<int>(LinkClass::kShm)];
+  net.classOf = [](int s, int d) { return s == d ? LinkClass::kSelf : LinkClass::kTcp; };
+  net.links[static_cast<int>(LinkClass::kTcp)].memoryBound = true;
+  auto bound = predictUs(Coll::kAllReduce, "two_shot", shapeOf(Coll::kAllReduce, 2, count), net);
+  TUTTI_REQUIRE_EXACT(*bound, *slowed);
+  net.links[static_cast<int>(LinkClass::kTcp)].memoryBound = false;
+  auto wire = predictUs(Coll::kAllReduce, "two_shot", shapeOf(Coll::kAllReduce, 2, count), net);
+  TUTTI_REQUIRE_EXACT(*wire, 2 * c.a + S * c.b + S / 2 * c.g / g);
   // In place the footprint is S: the same call fits a cache of S.
   auto inPlacePlain = predictUs(Coll::kAllReduce, "two_shot",
                                 shapeOf(Coll::kAllReduce, 2, count, true), LinkModel::defaults());
@@ -216,6 +227,7 @@ TEST_CASE("link model file: bandwidth_curve, reduce_on_receive and the memory te
   LinkModel m = LinkModel::defaults();
   REQUIRE(applyLinkText(R"({"links": {"shm": {"bandwidth_curve": [[4096, 2], [65536, 8]],
                                                "reduce_on_receive": true},
+                                       "tcp": {"memory_bound": true},
                                        "footprint_cache_bytes": 1048576,
                                        "footprint_stream_factor": 0.25}})",
                         "test", m)
@@ -224,6 +236,7 @@ TEST_CASE("link model file: bandwidth_curve, reduce_on_receive and the memory te
   REQUIRE(shm.bandwidthCurve.size() == 2);
   REQUIRE(shm.bandwidthFor(65536) == Approx(8.0));
   REQUIRE(shm.reduceOnReceive);
+  REQUIRE(m.links[static_cast<int>(LinkClass::kTcp)].memoryBound);
   REQUIRE(m.footprintCacheBytes == 1048576);
   REQUIRE(m.footprintStreamFactor == Approx(0.25));
   // A plain bandwidth replaces the curve.
@@ -234,6 +247,7 @@ TEST_CASE("link model file: bandwidth_curve, reduce_on_receive and the memory te
   for (const char* bad : {R"({"links": {"shm": {"bandwidth_curve": [[4096, 2], [1024, 8]]}}})",
                           R"({"links": {"shm": {"bandwidth_curve": [[4096]]}}})",
                           R"({"links": {"shm": {"reduce_on_receive": 1}}})",
+                          R"({"links": {"tcp": {"memory_bound": "yes"}}})",
                           R"({"links": {"footprint_stream_factor": 1.5}})"}) {
     LinkModel before = m;
     Status st = applyLinkText(bad, "test", m);
@@ -244,6 +258,7 @@ TEST_CASE("link model file: bandwidth_curve, reduce_on_receive and the memory te
     const int k = static_cast<int>(LinkClass::kShm);
     CHECK(m.links[k].bandwidthCurve.empty());
     CHECK(m.links[k].reduceOnReceive == before.links[k].reduceOnReceive);
+    CHECK(m.links[static_cast<int>(LinkClass::kTcp)].memoryBound);
   }
 }
 
@@ -252,9 +267,18 @@ TEST_CASE("link model: host-mates joined by tcp are costed as loopback tcp", "[s
   useNetworkOnHost(m, LinkClass::kTcp, true);
   REQUIRE(m.linkClass(0, 1) == LinkClass::kTcp);
   REQUIRE(m.linkClass(1, 1) == LinkClass::kSelf);
-  REQUIRE(m.link(0, 1).latencyUs == 3.5);
-  REQUIRE(m.link(0, 1).streamFactor == 0.75);
+  REQUIRE(m.link(0, 1).latencyUs == 2.9);
+  REQUIRE(m.link(0, 1).overheadUs == 1.6);
+  REQUIRE(m.link(0, 1).bandwidthFor(1 << 20) == 4.0);
+  REQUIRE(m.link(0, 1).memoryBound);
   REQUIRE(!m.portOf);
+  // More ranks than PUs: each message waits for its peer to be scheduled, and ranks that share
+  // a PU share its copies.
+  LinkModel loaded = LinkModel::defaults();
+  loaded.cpuLoad = 2.0;
+  useNetworkOnHost(loaded, LinkClass::kTcp, true);
+  REQUIRE(loaded.link(0, 1).overheadUs == 8.0);
+  REQUIRE(loaded.link(0, 1).bandwidthFor(1 << 20) == 2.0);
   LinkModel keep = LinkModel::defaults();
   useNetworkOnHost(keep, LinkClass::kShm, true);  // shm: nothing changes
   REQUIRE(keep.linkClass(0, 1) == LinkClass::kShm);
