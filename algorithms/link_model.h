@@ -61,8 +61,9 @@ void useNetworkOnHost(LinkModel& m, LinkClass cls, bool loopbackOnly);
 /// Applies a link-model file: JSON {"links": {"shm": {"latency_us": .., "bandwidth_gbps": ..},
 /// ..., "reduce_gbps": .., "copy_gbps": .., "cpu_load": .., "slice_bytes": .., "cache_bytes": ..,
 /// "footprint_cache_bytes": .., "footprint_stream_factor": ..}}, where a class may also give
-/// "stream_factor" (LinkParams::streamFactor), "bandwidth_curve" ([[bytes, GB/s], ...]) and
-/// "reduce_on_receive" (true/false); a class given "bandwidth_gbps" without a curve drops the
+/// "stream_factor" (LinkParams::streamFactor), "bandwidth_curve" ([[bytes, GB/s], ...]),
+/// "reduce_on_receive" and "memory_bound" (true/false); a class given "bandwidth_gbps" without
+/// a curve drops the
 /// curve it had. The topology file's "links" object. Unnamed classes keep their value. InvalidArgument naming the file and the
 /// JSON path of a problem.
 Status applyLinkFile(const std::string& path, LinkModel& model);
