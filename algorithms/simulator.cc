@@ -127,6 +127,7 @@ struct Message {
   int outPort = 0, inPort = 0;  // rank * kNumLinkClasses + class
   int pair = 0;                 // index of the directed (src, dst) link
   double latencyUs = 0, bandwidthGBps = 1, overheadUs = 0;
+  bool cpuCopied = false;  // a memoryBound class: both ranks' CPUs move it (no overlap with compute)
   size_t nextSlice = 0;  // forwarding receiver: next slice whose arrival is not yet known
   double lastAvail = 0;  // forwarding receiver: slices become available in order
 };
@@ -173,6 +174,7 @@ struct RankState {
   bool started = false, finished = false;
   size_t open = 0;  // steps of the current round not done yet
   double computeFree = 0, finishUs = 0;
+  double copyingUntil = 0;  // end of the last cpuCopied message it sends or receives
   std::vector<size_t> roundBase;  // index of the round's first step in Sim::steps_
 };
 
@@ -337,6 +339,7 @@ class Sim {
           msg.pair = pairs_.emplace(pair, static_cast<int>(pairs_.size())).first->second;
           msg.latencyUs = model_.links[cls].latencyUs;
           msg.bandwidthGBps = model_.links[cls].bandwidthFor(s.bytes);
+          msg.cpuCopied = model_.links[cls].memoryBound;
           if (lc == LinkClass::kShm || lc == LinkClass::kSelf || model_.links[cls].memoryBound)
             msg.bandwidthGBps *= memoryFactor_;
           const double f = model_.links[cls].streamFactor;
@@ -424,7 +427,7 @@ class Sim {
       case Ev::kComputeReady: {
         const StepState& s = steps_[e.id];
         RankState& rs = ranks_[s.rank];
-        const double start = std::max(now_, rs.computeFree);
+        const double start = std::max({now_, rs.computeFree, rs.copyingUntil});
         rs.computeFree = start + e.durUs;
         push({.t = rs.computeFree,
               .kind = Ev::kComputeEnd,
@@ -553,7 +556,9 @@ class Sim {
         pending_[keep++] = p;
         continue;
       }
-      const double portsFree = std::max(outFree_[m.outPort], inFree_[m.inPort]);
+      double portsFree = std::max(outFree_[m.outPort], inFree_[m.inPort]);
+      if (m.cpuCopied)  // the CPUs that copy it must be done computing
+        portsFree = std::max({portsFree, ranks_[m.src].computeFree, ranks_[m.dst].computeFree});
       const double dataStart = std::max(now_ + m.overheadUs + m.latencyUs, portsFree);
       // (A relative slack keeps rounding in now_ + latency from waking us again and again.)
       if (dataStart - (now_ + m.overheadUs + m.latencyUs) > 1e-12 * std::max(1.0, dataStart)) {
@@ -567,6 +572,10 @@ class Sim {
       }
       const double end = dataStart + usFor(p.bytes, m.bandwidthGBps);
       pairFree_[m.pair] = outFree_[m.outPort] = inFree_[m.inPort] = end;
+      if (m.cpuCopied) {
+        ranks_[m.src].copyingUntil = std::max(ranks_[m.src].copyingUntil, end);
+        ranks_[m.dst].copyingUntil = std::max(ranks_[m.dst].copyingUntil, end);
+      }
       issueFree_[m.src] = now_ + m.overheadUs;
       push({.t = end, .kind = Ev::kTxEnd, .id = p.msg, .bytes = p.bytes});
       announce(m, p, dataStart);

@@ -26,8 +26,9 @@
 //    starts; latencies and data transfers still overlap.
 //  - Shared ports: LinkModel::portOf can put several ranks on one port of a class (a host's NIC).
 //  - Shared CPUs: with LinkModel::cpuLoad = L > 1 (more ranks than processing units on a host),
-//    an shm message streams at bandwidth / min(k, L), where k is the larger of the number of
-//    distinct peers its sender sends to and its receiver receives from in that round. Host
+//    an shm message (or one of a memoryBound class) streams at bandwidth / min(k, L), where k is
+//    the larger of the number of distinct peers its sender sends to and its receiver receives
+//    from in that round. Host
 //    memory copies need both ranks on a CPU; a rank that talks to k peers at once waits for
 //    whichever of them is not scheduled. (Fitted on the 2-core development VM: with 4 ranks,
 //    one-shot, two-shot and tree rounds ran about 1.8x slower per byte than ring, recursive
@@ -36,9 +37,7 @@
 //    bandwidth and the rest at bandwidth * streamFactor (per class, 1 = off), so that one large
 //    block (ring, Rabenseifner) costs more per byte than the same bytes in pipelined pieces
 //    (double binary tree). linkModelFor turns it on for shm (0.75; 0.2 beyond one L2 when ranks
-//    outnumber PUs, fitted with tutti-perf --algo all) and useNetworkOnHost for TCP loopback
-//    (0.75: bench/tcp_ceiling.cc exchanged 16 MiB in one piece at 0.75x of 1 MiB pieces); see
-//    algorithms/link_model.h.
+//    outnumber PUs, fitted with tutti-perf --algo all); see algorithms/link_model.h.
 //  - Curve: LinkParams::bandwidthCurve gives a class measured bandwidths by message size,
 //    interpolated in log2(bytes), in place of one bandwidth: on the 2-core development VM a
 //    4 KiB shm exchange moved at 7 GB/s per direction and a 1 MiB one at 19 GB/s
@@ -106,8 +105,11 @@ struct LinkParams {
   bool reduceOnReceive = false;
   /// The class's bytes are copied by the CPUs of one host (TCP over loopback or between network
   /// namespaces of one kernel): the memory term ("Memory" above) scales its bandwidth, as it does
-  /// shm's and self's, which it always applies to. false (the default): a wire that the
-  /// footprint does not slow.
+  /// shm's and self's, which it always applies to; with more ranks than PUs, a round with several
+  /// peers divides it as it does shm's ("Shared CPUs"); and its messages and the compute of the
+  /// two ranks they join never overlap (a message waits for both ranks' compute, a rank's compute
+  /// for the messages it sends or receives). false (the default): a wire, which the footprint
+  /// does not slow and the CPUs' work overlaps.
   bool memoryBound = false;
   /// The message's bandwidth (curve or bandwidthGBps) for a message of `bytes` bytes, before the
   /// cache and memory terms.
