@@ -73,15 +73,17 @@ constexpr double kStreamFactor = 0.6;
 // TCP between ranks of one host (useNetworkOnHost), fitted to `tutti-perf --validate --transport
 // tcp` (2 and 4 ranks, allreduce, 8 B-256 MiB) and tutti-tcp-ceiling on the 2-core development
 // VM, sndbuf 128 KiB: an 8-byte round took 3.0-5.4 us (2 ranks; the VM's placement moves it);
-// 128 KiB messages moved at about 6 GB/s per direction, 1 MiB and more at 4.5 (the bare exchange:
-// 4.5-5.3); a rank's reductions wait for its copies and the other way round (memoryBound). With more ranks than PUs
-// (4 on 2) every message waits for its peer to be scheduled, about 4 us per rank per PU:
+// a lone 128 KiB message each way moved at about 6 GB/s per direction, 1 MiB and more at 4.5 (the
+// bare exchange: 4.5-5.3), and so did a pipeline's 171 KiB pieces, so the curve falls to 4.5 by
+// 256 KiB; a rank's reductions wait for its copies and the other way round (memoryBound). With
+// more ranks than PUs (4 on 2) every message waits for its peer to be scheduled, about 4 us per
+// rank per PU:
 // recursive doubling's 8-byte round took 7-11 us, one-shot's three messages 26-37 us; each
 // rank's copies get its share of a PU (bandwidth / load).
 constexpr double kLoopbackLatencyUs = 2.9;
 constexpr double kLoopbackOverheadUs = 1.6;
 constexpr double kLoopbackOversubscribedOverheadUs = 4.0;  // o = this * ranks / PUs
-const std::vector<std::pair<double, double>> kLoopbackCurve = {{128 << 10, 6.0}, {1 << 20, 4.5}};
+const std::vector<std::pair<double, double>> kLoopbackCurve = {{128 << 10, 6.0}, {256 << 10, 4.5}};
 constexpr double kOversubscribedStreamFactor = 0.2;
 constexpr uint64_t kDefaultL2Bytes = 1 << 20;  // when the probe found no L2
 

@@ -50,7 +50,7 @@ LinkModel linkModelFor(const topo::Topology& world);
 /// (TUTTI_TRANSPORTS=tcp, or ib): classOf returns `cls` wherever it returned kShm. When every
 /// rank is on one host (`loopbackOnly`), the class's traffic is loopback, which no NIC speed
 /// describes: kTcp then takes this machine's TCP loopback figures (o 1.6 us, latency 2.9 us,
-/// 6 GB/s per direction at 128 KiB and 4.5 from 1 MiB, the memory term on (memoryBound), no
+/// 6 GB/s per direction at 128 KiB and 4.5 from 256 KiB, the memory term on (memoryBound), no
 /// cache term; with more ranks than PUs, o = 4 us x load and the bandwidths / load: fitted with
 /// tutti-perf --validate and bench/tcp_ceiling.cc on the 2-core development VM, link_model.cc),
 /// and ranks no longer share a port (no NIC is in the way: each rank's stream is its own CPU
