@@ -77,9 +77,8 @@ constexpr double kStreamFactor = 0.6;
 // bare exchange: 4.5-5.3), and so did a pipeline's 171 KiB pieces, so the curve falls to 4.5 by
 // 256 KiB; a rank's reductions wait for its copies and the other way round (memoryBound). With
 // more ranks than PUs (4 on 2) every message waits for its peer to be scheduled, about 4 us per
-// rank per PU:
-// recursive doubling's 8-byte round took 7-11 us, one-shot's three messages 26-37 us; each
-// rank's copies get its share of a PU (bandwidth / load).
+// rank per PU: recursive doubling's 8-byte round took 7-11 us, one-shot's three messages 26-37
+// us; each rank's copies get its share of a PU (bandwidth / load).
 constexpr double kLoopbackLatencyUs = 2.9;
 constexpr double kLoopbackOverheadUs = 1.6;
 constexpr double kLoopbackOversubscribedOverheadUs = 4.0;  // o = this * ranks / PUs

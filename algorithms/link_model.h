@@ -63,9 +63,8 @@ void useNetworkOnHost(LinkModel& m, LinkClass cls, bool loopbackOnly);
 /// "footprint_cache_bytes": .., "footprint_stream_factor": ..}}, where a class may also give
 /// "stream_factor" (LinkParams::streamFactor), "bandwidth_curve" ([[bytes, GB/s], ...]),
 /// "reduce_on_receive" and "memory_bound" (true/false); a class given "bandwidth_gbps" without
-/// a curve drops the
-/// curve it had. The topology file's "links" object. Unnamed classes keep their value. InvalidArgument naming the file and the
-/// JSON path of a problem.
+/// a curve drops the curve it had. The topology file's "links" object. Unnamed classes keep
+/// their value. InvalidArgument naming the file and the JSON path of a problem.
 Status applyLinkFile(const std::string& path, LinkModel& model);
 
 /// applyLinkFile on the text of such a file; `where` names it in errors.

@@ -28,9 +28,8 @@
 //  - Shared CPUs: with LinkModel::cpuLoad = L > 1 (more ranks than processing units on a host),
 //    an shm message (or one of a memoryBound class) streams at bandwidth / min(k, L), where k is
 //    the larger of the number of distinct peers its sender sends to and its receiver receives
-//    from in that round. Host
-//    memory copies need both ranks on a CPU; a rank that talks to k peers at once waits for
-//    whichever of them is not scheduled. (Fitted on the 2-core development VM: with 4 ranks,
+//    from in that round. Host memory copies need both ranks on a CPU; a rank that talks to k
+//    peers at once waits for whichever of them is not scheduled. (Fitted on the 2-core development VM: with 4 ranks,
 //    one-shot, two-shot and tree rounds ran about 1.8x slower per byte than ring, recursive
 //    doubling and Rabenseifner rounds; docs/PERFORMANCE.md.)
 //  - Cache: a message of b > LinkModel::cacheBytes bytes moves its first cacheBytes at the link's
