@@ -340,8 +340,8 @@ class Sim {
           msg.latencyUs = model_.links[cls].latencyUs;
           msg.bandwidthGBps = model_.links[cls].bandwidthFor(s.bytes);
           msg.cpuCopied = model_.links[cls].memoryBound;
-          if (lc == LinkClass::kShm || lc == LinkClass::kSelf || model_.links[cls].memoryBound)
-            msg.bandwidthGBps *= memoryFactor_;
+          const bool hostMemory = lc == LinkClass::kShm || msg.cpuCopied;  // copied by the CPUs
+          if (hostMemory || lc == LinkClass::kSelf) msg.bandwidthGBps *= memoryFactor_;
           const double f = model_.links[cls].streamFactor;
           if (f < 1.0 && s.bytes > model_.cacheBytes) {
             // Harmonic blend: cacheBytes at full speed, the rest at f times it.
@@ -349,7 +349,7 @@ class Sim {
             const double c = static_cast<double>(model_.cacheBytes);
             msg.bandwidthGBps *= b / (c + (b - c) / f);
           }
-          if (model_.cpuLoad > 1.0 && (lc == LinkClass::kShm || model_.links[cls].memoryBound)) {
+          if (model_.cpuLoad > 1.0 && hostMemory) {
             const int fan = std::max(outFan[msg.src], inFan[msg.dst]);
             msg.bandwidthGBps /= std::min<double>(fan, model_.cpuLoad);
           }

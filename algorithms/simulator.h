@@ -29,9 +29,9 @@
 //    an shm message (or one of a memoryBound class) streams at bandwidth / min(k, L), where k is
 //    the larger of the number of distinct peers its sender sends to and its receiver receives
 //    from in that round. Host memory copies need both ranks on a CPU; a rank that talks to k
-//    peers at once waits for whichever of them is not scheduled. (Fitted on the 2-core development VM: with 4 ranks,
-//    one-shot, two-shot and tree rounds ran about 1.8x slower per byte than ring, recursive
-//    doubling and Rabenseifner rounds; docs/PERFORMANCE.md.)
+//    peers at once waits for whichever of them is not scheduled. (Fitted on the 2-core
+//    development VM: with 4 ranks, one-shot, two-shot and tree rounds ran about 1.8x slower per
+//    byte than ring, recursive doubling and Rabenseifner rounds; docs/PERFORMANCE.md.)
 //  - Cache: a message of b > LinkModel::cacheBytes bytes moves its first cacheBytes at the link's
 //    bandwidth and the rest at bandwidth * streamFactor (per class, 1 = off), so that one large
 //    block (ring, Rabenseifner) costs more per byte than the same bytes in pipelined pieces
@@ -102,8 +102,8 @@ struct LinkParams {
   /// reduceGBps - b / copyGBps of compute after its data has arrived (the copy it replaces is
   /// part of the link's bandwidth), not b / reduceGBps. false (the default): the textbook gamma.
   bool reduceOnReceive = false;
-  /// The class's bytes are copied by the CPUs of one host (TCP over loopback or between network
-  /// namespaces of one kernel): the memory term ("Memory" above) scales its bandwidth, as it does
+  /// The class's bytes are copied by the CPUs of one host (useNetworkOnHost sets it for TCP over
+  /// loopback): the memory term ("Memory" above) scales its bandwidth, as it does
   /// shm's and self's, which it always applies to; with more ranks than PUs, a round with several
   /// peers divides it as it does shm's ("Shared CPUs"); and its messages and the compute of the
   /// two ranks they join never overlap (a message waits for both ranks' compute, a rank's compute
