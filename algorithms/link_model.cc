@@ -294,6 +294,12 @@ LinkModel linkModelFor(const topo::Topology& w) {
   m.cpuLoad = load;
   shm.streamFactor = kStreamFactor;
   shm.reduceOnReceive = true;  // the receiver reduces out of the ring (transports/shm)
+  // The CPU that copies a message through the shm ring is the one that reduces: a rank does one
+  // or the other (simulator.h). Without this a 2-rank ring's slices were predicted to overlap
+  // its copies and reductions and won at 1-4 MiB; measured, ring and Rabenseifner were level
+  // there on the idle VM, and beside one busy process ring took 1.9-2.7x Rabenseifner's time
+  // (docs/PERFORMANCE.md, "On a busy machine").
+  shm.memoryBound = true;
   m.footprintCacheBytes = footprintCacheBytes(w, perHost);
   m.footprintStreamFactor = kFootprintStreamFactor;
   if (load > 1.0) {

@@ -246,6 +246,18 @@ TEST_CASE("oversubscribed shm: the cache term (0.2 beyond L2 / (2 load)) and the
   const LinkModel two = linkModelFor(host(2));
   CHECK(two.links[static_cast<int>(LinkClass::kShm)].streamFactor == Approx(0.6));
   CHECK(two.cacheBytes == size_t{2} << 20);
+  // The CPU that copies a rank's shm messages also reduces (memoryBound: neither overlaps the
+  // other), so ring's slices buy 2 ranks nothing and the selector takes Rabenseifner at 1-4 MiB:
+  // level with ring on the idle VM, 2-2.7x faster beside a busy process (docs/PERFORMANCE.md).
+  CHECK(two.links[static_cast<int>(LinkClass::kShm)].memoryBound);
+  const topo::Topology pair = host(2);
+  for (size_t bytes : {size_t{1} << 20, size_t{4} << 20}) {
+    CollShape s = allreduceShape(pair, bytes);
+    auto d = select(s, two, {});
+    REQUIRE(d.isOk());
+    INFO(describe(s, d.value()));
+    CHECK(std::string(d.value().algo->name) == "rabenseifner");
+  }
   const topo::Topology four = host(4);
   const LinkModel m = linkModelFor(four);
   CHECK(m.cpuLoad == 2.0);
