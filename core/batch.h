@@ -139,6 +139,18 @@ struct DeviceBatch {
 /// recorded with the owner (DeviceOwner::recordError).
 Status submitDevice(std::span<DeviceBatch> batches, bool blocking);
 
+/// A window (ncclCommWindowRegister) of this rank's: collective over the communicator, in the
+/// same order on every rank. With the peer executor over ranks that are processes of their own,
+/// the ranks map each other's windows, and calls whose buffers lie in windows on every rank
+/// read their peers' buffers in place (core/device/peer.h, sharePeerWindow); otherwise nothing
+/// happens. Errors: the allgather's.
+Status shareDeviceWindow(DevicePath& path, Communicator& comm, void* buff, size_t bytes);
+/// Whether the path shares windows (shareDeviceWindow does something): false for a path whose
+/// ranks do not run the peer executor.
+bool peerWindows(const DevicePath& path);
+/// The window at `buff` goes: every process unmaps it before this returns on any rank.
+Status unshareDeviceWindow(DevicePath& path, Communicator& comm, void* buff);
+
 /// The owner is destroyed (`abort` false) or aborted: fails the clique waits of its peers with
 /// `why`; an aborted process clique stops its peers too.
 void failDevicePath(DevicePath& path, const Status& why, bool abort);

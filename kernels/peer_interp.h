@@ -97,6 +97,8 @@ class Interp {
         CallRecord* rec = record(h_->rank);
         rec->input = reinterpret_cast<uint64_t>(l_.input);
         rec->output = reinterpret_cast<uint64_t>(l_.output);
+        rec->shape = h_->shape;
+        for (int q = 0; q < h_->nranks; ++q) rec->start[q] = sentBase_[q];
       }
       p_.sync();
     }
@@ -182,17 +184,33 @@ class Interp {
     return reinterpret_cast<CallRecord*>(l_.arenas[rank] + l_.layout.callsAt) + ch_;
   }
   // The piece's view of the buffer a direct receive reads: the sender's, by its CallRecord
-  // (read after the slice's counter was acquired, which orders the record's writes before).
-  TUTTI_HD View senderView(const Op& op, const Piece& pc) const {
+  // (read after the slice's counter was acquired, which orders the record's writes before);
+  // across processes, where this process mapped it. 0, or why there is none (Failure::kNotDirect's
+  // ErrorRecord::seen), with the sender's address in `at`.
+  TUTTI_HD uint32_t senderView(const Op& op, const Piece& pc, View& v, uint64_t& at) const {
     const CallRecord* rec = record(op.peer);
-    View v;
     v.c0 = pc.c0;
     v.n = pc.count == 0 ? 1 : pc.count;
     v.count = h_->count;
     const bool input = op.peerBuf == BufKind::kInput;
-    v.base = reinterpret_cast<unsigned char*>(input ? rec->input : rec->output);
+    at = input ? rec->input : rec->output;
     v.blocked = (input ? h_->inputBlocked : h_->outputBlocked) != 0;
-    return v;
+    if (rec->shape != h_->shape || rec->start[h_->rank] != recvdBase_[op.peer]) return 1;
+    if (((l_.remote >> op.peer) & 1u) == 0) {
+      v.base = reinterpret_cast<unsigned char*>(at);
+      return 0;
+    }
+    const uint64_t bytes = (v.blocked ? static_cast<uint64_t>(h_->nranks) : 1) * h_->count *
+                           h_->elemBytes;
+    const WindowMap* w =
+        l_.windows == nullptr ? nullptr : l_.windows + static_cast<uint64_t>(op.peer) * kMaxWindows;
+    for (int i = 0; w != nullptr && i < kMaxWindows; ++i)
+      if (w[i].bytes != 0 && at >= w[i].base && at - w[i].base <= w[i].bytes &&
+          bytes <= w[i].bytes - (at - w[i].base)) {
+        v.base = reinterpret_cast<unsigned char*>(w[i].local + (at - w[i].base));
+        return 0;
+      }
+    return 2;
   }
 
   TUTTI_HD View view(BufKind b, const Piece& pc) const {
@@ -514,7 +532,13 @@ class Interp {
       if (q >= 0 && (op.flags & kDirectSend) != 0) {
         directUntil_[q] = outUse + 1;
       } else if (s >= 0 && (op.flags & kDirectRecv) != 0) {
-        const View iv = senderView(op, pc);
+        View iv;
+        uint64_t at = 0;
+        const uint32_t why = senderView(op, pc, iv, at);
+        if (p_.any(why != 0)) {
+          failure = fail(Failure::kNotDirect, static_cast<int>(index), s, at, why, 1);
+          return false;
+        }
         runRange(op, sv, dv, e0, e1, nullptr, q >= 0 ? slot(h_->rank, q, outUse) : nullptr, &iv);
       } else {
         runRange(op, sv, dv, e0, e1, s >= 0 ? slot(s, h_->rank, inUse) : nullptr,

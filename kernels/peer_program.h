@@ -23,7 +23,12 @@
 // the sender copies nothing: it publishes each slice's FIFO counter as usual (after its slots'
 // room, so the counters stay one sequence), and the receiver reads the slice from the sender's
 // buffer itself, found through the sender's CallRecord of the channel (its buffers' addresses,
-// written at the channel's start, before any publish). A channel that made direct sends waits at
+// written at the channel's start, before any publish). Ranks in other processes (Launch::remote)
+// address a sender's buffer through the windows this rank's process mapped (Launch::windows:
+// ncclCommWindowRegister's buffers, exchanged with CUDA IPC). The receiver checks that the
+// record is the sender's for this call (same shape, same FIFO position) and, across processes,
+// that a mapped window holds the sender's whole buffer; otherwise it fails (Failure::kNotDirect)
+// rather than read the wrong memory. A channel that made direct sends waits at
 // its end until every receiver has taken them (their head counters), so the user may reuse the
 // buffers once the call is done. The compiler marks both ends alike (the receiver's op carries
 // the sender's buffer and offset).
@@ -140,6 +145,7 @@ struct ProgramHeader {
   uint8_t elemBytes = 4;      // dataTypeBytes(dtype)
   uint8_t direct = 0;         // some op sends or receives directly: the channels keep CallRecords
   uint8_t scalar[8] = {};
+  uint64_t shape = 0;         // the call's identity, the same on every rank (direct programs)
   int32_t divisor = 1;        // kDivide ops divide by this
   uint32_t nchannels = 1;     // channels that have rounds; a launch may run more (they idle)
   uint32_t payloadBytes = 0;  // data bytes one FIFO slot carries (the arena's, for protocol)
@@ -200,16 +206,39 @@ struct alignas(64) FifoState {
 };
 
 /// A channel's buffers for its peers' direct receives: the user's send and receive buffers of the
-/// call it is running, as the peers address them (written by the channel at its start).
+/// call it is running, as its own process addresses them, the call's ProgramHeader::shape and,
+/// per peer, the FIFO use the call starts at (kSimple), by which a receiver knows the record is
+/// of the call it runs itself (written by the channel at its start).
 struct alignas(128) CallRecord {
   uint64_t input;
   uint64_t output;
-  uint64_t pad[14];
+  uint64_t shape;
+  uint64_t start[kMaxRanks];
+};
+
+/// Windows a process mapped of the ranks in other processes, kMaxWindows per rank
+/// (Launch::windows[rank * kMaxWindows + i]): [base, base + bytes) in the owner's address space
+/// is at `local` in this one. bytes == 0: a free entry.
+inline constexpr int kMaxWindows = 32;
+struct WindowMap {
+  uint64_t base = 0;
+  uint64_t bytes = 0;
+  uint64_t local = 0;
+  uint64_t pad = 0;
 };
 
 /// Why a rank's run failed: written once (the first failing channel's) to Launch::error, which
 /// the host can read while the kernel runs (mapped host memory on the GPU).
-enum class Failure : uint32_t { kNone = 0, kTimeout = 1, kAborted = 2, kBadProgram = 3 };
+/// kNotDirect: a direct receive found no buffer to read (ErrorRecord::seen 1: the sender's
+/// CallRecord is not of this call, the sender did not run it with direct messages; 2: the
+/// sender's buffer, at ErrorRecord::expected in its process, lies in no window mapped here).
+enum class Failure : uint32_t {
+  kNone = 0,
+  kTimeout = 1,
+  kAborted = 2,
+  kBadProgram = 3,
+  kNotDirect = 4
+};
 
 struct ErrorRecord {
   uint32_t failure = 0;  // Failure; written last (release), read first (acquire)
@@ -288,6 +317,10 @@ struct Launch {
   const uint32_t* abortFlag = nullptr;
   /// A wait that sees no progress for this long fails with kTimeout; 0: never.
   uint64_t timeoutNs = 0;
+  /// Bit q: rank q is in another process; its direct messages are read through `windows`.
+  uint32_t remote = 0;
+  /// WindowMap[kMaxRanks * kMaxWindows], device-readable; null when `remote` is 0.
+  const WindowMap* windows = nullptr;
 };
 
 }  // namespace tutti::kernels::peer

@@ -429,16 +429,27 @@ NCCL_API(ncclResult_t, ncclCommWindowRegister, ncclComm_t comm, void* buff, size
     std::lock_guard<std::mutex> lock(gWinMu);
     gWindows.insert(w);
   }
-  std::lock_guard<std::mutex> lock(s->mu);
-  s->registrations[w] = size;
-  *win = reinterpret_cast<ncclWindow_t>(w);
-  return ncclSuccess;
+  {
+    std::lock_guard<std::mutex> lock(s->mu);
+    s->registrations[w] = size;
+    *win = reinterpret_cast<ncclWindow_t>(w);
+  }
+  if (!peerWindows(*s->device)) return ncclSuccess;
+  // Ranks that are processes of the peer executor map each other's windows (collective; at
+  // ncclGroupEnd inside a group, as in NCCL).
+  BatchOp op;
+  op.kind = BatchOp::Kind::kTask;
+  op.api = "ncclCommWindowRegister";
+  op.task = [s, buff, size] { return shareDeviceWindow(*s->device, s->comm, buff, size); };
+  return submit(comm->state, std::move(op));
 }
 
 NCCL_API(ncclResult_t, ncclCommWindowDeregister, ncclComm_t comm, ncclWindow_t win) {
   auto cs = checkComm(comm, "ncclCommWindowDeregister");
   if (!cs.isOk()) return fail(cs.status());
   CommState* s = cs.value();
+  void* buff = nullptr;
+  bool found = false;
   {
     std::lock_guard<std::mutex> lock(s->mu);
     auto it = s->registrations.find(win);
@@ -448,9 +459,19 @@ NCCL_API(ncclResult_t, ncclCommWindowDeregister, ncclComm_t comm, ncclWindow_t w
         std::lock_guard<std::mutex> winLock(gWinMu);
         gWindows.erase(reinterpret_cast<const Window*>(win));
       }
+      buff = reinterpret_cast<Window*>(win)->buff;
       delete reinterpret_cast<Window*>(win);
-      return ncclSuccess;
+      found = true;
     }
+  }
+  if (found) {
+    if (!peerWindows(*s->device)) return ncclSuccess;
+    // Every process unmaps the window before the call returns on any rank (collective).
+    BatchOp op;
+    op.kind = BatchOp::Kind::kTask;
+    op.api = "ncclCommWindowDeregister";
+    op.task = [s, buff] { return unshareDeviceWindow(*s->device, s->comm, buff); };
+    return submit(comm->state, std::move(op));
   }
   return fail(invalidArgument("ncclCommWindowDeregister: window {} was not registered on this "
                               "communicator",

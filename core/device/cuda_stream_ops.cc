@@ -295,6 +295,18 @@ class CudaPeerDevice final : public PeerDevice {
     return cudaStreamOps()->openBuffer(handle);
   }
   void closeMemory(void* base) override { cudaStreamOps()->closeBuffer(base); }
+  Result<BufferExport> exportBuffer(const void* p) override {
+    TUTTI_TRY_ASSIGN(const StreamOps::Export e, cudaStreamOps()->exportBuffer(p));
+    BufferExport out;
+    std::memcpy(out.handle.data(), e.handle.data(), out.handle.size());
+    out.offset = e.offset;
+    return out;
+  }
+  Status synchronize(Stream s) override {
+    if (cudaError_t e = cudaStreamSynchronize(static_cast<cudaStream_t>(s)); e != cudaSuccess)
+      return failed("cudaStreamSynchronize", e);
+    return Status::ok();
+  }
 };
 
 }  // namespace

@@ -40,6 +40,7 @@ class DevicePath {
   bool processClique = false;
   /// Set once by joinDeviceClique (TUTTI_DEVICE_PATH=peer): every rank runs its own kernel.
   std::unique_ptr<device::Executor> peer;
+  std::shared_ptr<device::PeerGroup> peerGroup;  // the peer executor's (windows)
 };
 
 namespace {
@@ -80,6 +81,13 @@ uint64_t fnv1a(const std::string& s) {
   return h;
 }
 
+// The communicator's allgather of plain bytes, as the device executors take it.
+auto byteAllgather(Communicator& comm) {
+  return [&comm](const void* in, void* out, size_t bytes) {
+    return comm.allGather(in, out, bytes, DataType::kUint8);
+  };
+}
+
 bool hasTask(const std::vector<BatchOp>& ops) {
   return std::any_of(ops.begin(), ops.end(),
                      [](const BatchOp& o) { return o.kind == BatchOp::Kind::kTask; });
@@ -108,12 +116,10 @@ Status joinPeer(DevicePath& path, Communicator& comm, int rank, int nranks, int 
                                      device::peerArenaConfig(nranks), std::move(pids));
   TUTTI_TRY_ASSIGN(const bool joined, agreed(group.status()));
   if (!joined) return staged(group.status());
-  auto allgather = [&comm](const void* in, void* out, size_t bytes) {
-    return comm.allGather(in, out, bytes, DataType::kUint8);
-  };
-  Status connected = device::connectPeerGroup(*group.value(), rank, allgather);
+  Status connected = device::connectPeerGroup(*group.value(), rank, byteAllgather(comm));
   TUTTI_TRY_ASSIGN(const bool all, agreed(connected));
   if (!all) return staged(connected);
+  path.peerGroup = group.value();
   path.peer = device::makePeerExecutor(std::move(group).value(), rank);
   TUTTI_LOG_INFO(Subsys::kInit, "rank {}: peer executor, {} ranks as {}, device {}", rank, nranks,
                  processes ? "processes" : "threads", device);
@@ -204,11 +210,8 @@ Status joinDeviceClique(DevicePath& path, Communicator& comm, int cudaDevice) {
     path.clique = device::makeCliqueExecutor(std::move(c).value());
     return Status::ok();
   }
-  auto allgather = [&comm](const void* in, void* out, size_t bytes) {
-    return comm.allGather(in, out, bytes, DataType::kUint8);
-  };
   auto c = device::ProcessClique::create(all[0].key, nranks, rank, mine.device, std::move(pids),
-                                         device::cudaStreamOps(), allgather);
+                                         device::cudaStreamOps(), byteAllgather(comm));
   if (!c.isOk()) return staged("processes", c.status());
   path.processClique = true;
   path.clique = device::makeProcessCliqueExecutor(std::move(c).value());
@@ -280,6 +283,20 @@ Status submitDevice(std::span<DeviceBatch> batches, bool blocking) {
     b.ops.clear();
   }
   return first;
+}
+
+bool peerWindows(const DevicePath& path) { return path.peerGroup != nullptr; }
+
+Status shareDeviceWindow(DevicePath& path, Communicator& comm, void* buff, size_t bytes) {
+  if (!path.peerGroup) return Status::ok();
+  return device::sharePeerWindow(*path.peerGroup, path.owner.deviceRank(), buff, bytes,
+                                 byteAllgather(comm));
+}
+
+Status unshareDeviceWindow(DevicePath& path, Communicator& comm, void* buff) {
+  if (!path.peerGroup) return Status::ok();
+  return device::unsharePeerWindow(*path.peerGroup, path.owner.deviceRank(), buff,
+                                   byteAllgather(comm));
 }
 
 void failDevicePath(DevicePath& path, const Status& why, bool abort) {

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -15,6 +16,7 @@
 #include <map>
 #include <mutex>
 #include <new>
+#include <set>
 #include <thread>
 #include <tuple>
 
@@ -130,8 +132,14 @@ class PeerGroup {
   };
   static_assert(sizeof(SharedState) <= kSharedBytes);
 
-  // A call shape: (coll, count, dtype, op, root, in place, premulsum, the scalar's bytes).
-  using Key = std::tuple<int, size_t, int, int, int, bool, bool, int64_t>;
+  // A call shape: (coll, count, dtype, op, root, in place, premulsum, the scalar's bytes, direct).
+  using Key = std::tuple<int, size_t, int, int, int, bool, bool, int64_t, bool>;
+
+  // A window of a rank's that the other processes mapped (sharePeerWindow).
+  struct Window {
+    uint64_t base = 0, bytes = 0;
+    int slot = 0;  // its entries' index among the rank's in every process's WindowMap table
+  };
 
   struct Placed {
     uint64_t offset = 0;  // in the rank's program area
@@ -150,6 +158,8 @@ class PeerGroup {
     uint64_t used = 0;                           // bytes of `programs` placed
     std::map<Key, Placed> cache;                 // collectives
     std::map<std::string, Placed> messageCache;  // batches of sends and receives
+    std::vector<Window> windows;                 // shared with the other processes
+    std::set<Stream> streams;  // launched on since the last quiesce (sharing windows waits)
     std::mutex mu;  // the above: one thread per rank at a time, but a group may span threads
   };
 
@@ -167,6 +177,12 @@ class PeerGroup {
       ranks_.back()->local = inThisProcess(pids, r);
       spansProcesses_ = spansProcesses_ || !ranks_.back()->local;
     }
+    // Windows are shared when every rank is a process of its own: then no thread drives two
+    // ranks of the group, whose collective window calls would wait for each other.
+    windowsShareable_ = spansProcesses_ &&
+                        std::set<int64_t>(pids.begin(), pids.end()).size() == pids.size();
+    for (int r = 0; r < nranks; ++r)
+      if (!ranks_[r]->local) remote_ |= 1u << r;
   }
 
   ~PeerGroup() {
@@ -185,6 +201,7 @@ class PeerGroup {
       if (r->mirror) dev_->freeMapped(r->mirror);
       if (r->error) dev_->freeMapped(r->error);
     }
+    if (windows_) dev_->freeMapped(windows_);
     if (state_ && spansProcesses_)
       munmap(state_, kSharedBytes);
     else if (state_)
@@ -231,6 +248,11 @@ class PeerGroup {
         state_ = new (a) SharedState;
         abortDevice_ = &state_->abort;
       }
+    } else if (windowsShareable_) {
+      std::lock_guard<std::mutex> g(mu_);
+      TUTTI_TRY_ASSIGN(void* w, dev_->allocMapped(sizeof(peer::WindowMap) * peer::kMaxRanks *
+                                                  peer::kMaxWindows));
+      windows_ = static_cast<peer::WindowMap*>(w);
     }
     TUTTI_TRY_ASSIGN(void* arena, dev_->allocDevice(layout_.bytes));
     r.arena = static_cast<unsigned char*>(arena);
@@ -308,13 +330,170 @@ class PeerGroup {
     return st;
   }
 
+  // sharePeerWindow: every rank offers its window (its allocation's IPC handle), and only when
+  // every rank could do each process maps the others' (a second allgather agrees on that).
+  Status shareWindow(int rank, void* buff, size_t bytes, const PeerAllgather& allgather) {
+    if (!windowsShareable_) return Status::ok();
+    TUTTI_TRY_ASSIGN(const int previous, dev_->currentDevice());
+    Status st = shareWindowOn(rank, buff, bytes, allgather);
+    if (Status back = dev_->setDevice(previous); st.isOk()) st = back;
+    return st;
+  }
+
+  Status unshareWindow(int rank, void* buff, const PeerAllgather& allgather) {
+    if (!windowsShareable_) return Status::ok();
+    TUTTI_TRY_ASSIGN(const int previous, dev_->currentDevice());
+    Status st = unshareWindowOn(rank, buff, allgather);
+    if (Status back = dev_->setDevice(previous); st.isOk()) st = back;
+    return st;
+  }
+
  private:
+  Status shareWindowOn(int rank, void* buff, size_t bytes, const PeerAllgather& allgather) {
+    if (!allgather)
+      return invalidUsage("peer group {:#x}: sharing a window needs an allgather", key_);
+    Rank& r = *ranks_[rank];
+    std::lock_guard<std::mutex> lock(r.mu);
+    struct Offer {
+      PeerMemoryHandle handle{};
+      uint64_t base = 0, bytes = 0, offset = 0;
+      int32_t slot = -1, ok = 0;
+    };
+    Offer mine{.base = reinterpret_cast<uint64_t>(buff), .bytes = bytes};
+    Status why;
+    std::vector<bool> used(peer::kMaxWindows, false);
+    for (const Window& w : r.windows) used[w.slot] = true;
+    mine.slot = static_cast<int32_t>(std::find(used.begin(), used.end(), false) - used.begin());
+    if (kPeerDirect.get() == 0)
+      why = invalidUsage("TUTTI_PEER_DIRECT=0");
+    else if (mine.slot >= peer::kMaxWindows)
+      why = invalidUsage("rank {} has {} shared windows already", rank, peer::kMaxWindows);
+    else if (bytes == 0)
+      why = invalidUsage("an empty window");
+    else if (Status d = dev_->setDevice(r.device); !d.isOk())
+      why = d;
+    else if (auto e = dev_->exportBuffer(buff); !e.isOk())
+      why = e.status();
+    else
+      mine.handle = e.value().handle, mine.offset = e.value().offset;
+    mine.ok = why.isOk() ? 1 : 0;
+    std::vector<Offer> all(nranks_);
+    TUTTI_TRY(allgather(&mine, all.data(), sizeof(Offer)));
+    for (int q = 0; q < nranks_ && why.isOk(); ++q)
+      if (!all[q].ok) why = invalidUsage("rank {} could not share its window", q);
+    std::vector<int> mapped;
+    Status st = why.isOk() ? quiesce(r) : why;
+    for (int q = 0; q < nranks_ && st.isOk() && why.isOk(); ++q) {
+      if (ranks_[q]->local) continue;
+      st = mapEntry(q, all[q].slot, all[q].handle, all[q].base, all[q].bytes, all[q].offset);
+      if (st.isOk()) mapped.push_back(q);
+    }
+    if (why.isOk()) {  // every rank took part in the first allgather's outcome alike
+      const int32_t ok = st.isOk() ? 1 : 0;
+      std::vector<int32_t> oks(nranks_);
+      TUTTI_TRY(allgather(&ok, oks.data(), sizeof ok));
+      for (int q = 0; q < nranks_ && st.isOk(); ++q)
+        if (!oks[q]) st = invalidUsage("rank {} could not map its peers' windows", q);
+      if (st.isOk()) {
+        r.windows.push_back({mine.base, bytes, mine.slot});
+        return Status::ok();
+      }
+      for (int q : mapped) unmapEntry(q, all[q].slot);
+      why = st;
+    }
+    TUTTI_LOG_INFO(Subsys::kInit,
+                   "peer group {:#x} rank {}: window {} ({} bytes) not shared with the other "
+                   "processes ({}); calls on it take the FIFOs",
+                   key_, rank, buff, bytes, why.message());
+    return Status::ok();
+  }
+
+  // unsharePeerWindow: every rank says which of its windows goes; each process unmaps the
+  // others' (after its own kernels ended), and a last allgather lets the owners free them.
+  Status unshareWindowOn(int rank, void* buff, const PeerAllgather& allgather) {
+    if (!allgather)
+      return invalidUsage("peer group {:#x}: unsharing a window needs an allgather", key_);
+    Rank& r = *ranks_[rank];
+    std::lock_guard<std::mutex> lock(r.mu);
+    auto it = std::find_if(r.windows.begin(), r.windows.end(), [&](const Window& w) {
+      return w.base == reinterpret_cast<uint64_t>(buff);
+    });
+    const int32_t mine = it == r.windows.end() ? -1 : it->slot;
+    std::vector<int32_t> slots(nranks_);
+    TUTTI_TRY(allgather(&mine, slots.data(), sizeof mine));
+    Status st = dev_->setDevice(r.device);
+    if (st.isOk()) st = quiesce(r);
+    for (int q = 0; q < nranks_; ++q)
+      if (!ranks_[q]->local && slots[q] >= 0) unmapEntry(q, slots[q]);
+    if (it != r.windows.end()) r.windows.erase(it);
+    const int32_t ok = 1;
+    std::vector<int32_t> oks(nranks_);
+    TUTTI_TRY(allgather(&ok, oks.data(), sizeof ok));
+    return st;
+  }
+
+  // Whether [p, p + bytes) lies in one of the rank's shared windows (true for no bytes).
+  static bool inWindow(const Rank& r, const void* p, size_t bytes) {
+    if (bytes == 0) return true;
+    const uint64_t a = reinterpret_cast<uint64_t>(p);
+    return std::any_of(r.windows.begin(), r.windows.end(), [&](const Window& w) {
+      return a >= w.base && a - w.base <= w.bytes && bytes <= w.bytes - (a - w.base);
+    });
+  }
+
+  // Waits for the kernels the rank launched since the last time (before mapping or unmapping
+  // memory: no IPC call while one of them may wait).
+  Status quiesce(Rank& r) {
+    for (Stream s : r.streams) TUTTI_TRY(dev_->synchronize(s));
+    r.streams.clear();
+    return Status::ok();
+  }
+
+  // Maps rank q's window (its allocation once per process, counted) into entry (q, slot).
+  Status mapEntry(int q, int slot, const PeerMemoryHandle& handle, uint64_t base, uint64_t bytes,
+                  uint64_t offset) {
+    if (slot < 0 || slot >= peer::kMaxWindows)
+      return internalError("peer group {:#x}: rank {} offered window slot {}", key_, q, slot);
+    std::lock_guard<std::mutex> lock(attachMu_);
+    auto it = opened_.find(handle);
+    if (it == opened_.end()) {
+      TUTTI_TRY_ASSIGN(void* p, dev_->openMemory(handle));
+      it = opened_.emplace(handle, std::make_pair(p, 0)).first;
+    }
+    ++it->second.second;
+    const size_t i = static_cast<size_t>(q) * peer::kMaxWindows + slot;
+    entryHandles_[i] = handle;
+    peer::WindowMap& e = windows_[i];
+    e.base = base;
+    e.local = reinterpret_cast<uint64_t>(it->second.first) + offset;
+    std::atomic_ref<uint64_t>(e.bytes).store(bytes, std::memory_order_release);
+    return Status::ok();
+  }
+
+  void unmapEntry(int q, int slot) {
+    if (slot < 0 || slot >= peer::kMaxWindows) return;
+    std::lock_guard<std::mutex> lock(attachMu_);
+    const size_t i = static_cast<size_t>(q) * peer::kMaxWindows + slot;
+    peer::WindowMap& e = windows_[i];
+    if (e.bytes == 0) return;
+    std::atomic_ref<uint64_t>(e.bytes).store(0, std::memory_order_release);
+    e.base = e.local = 0;
+    auto it = opened_.find(entryHandles_[i]);
+    if (it != opened_.end() && --it->second.second == 0) {
+      dev_->closeMemory(it->second.first);
+      opened_.erase(it);
+    }
+  }
+
   uint64_t timeoutNs() const { return static_cast<uint64_t>(waitLimit().count()) * 1000000ull; }
 
   Result<const Placed*> program(int rank, Rank& r, const BatchOp& op) {
     const bool inPlace = inPlaceOn(op, rank, nranks_);
     int64_t scalar = 0;
     if (op.preMul) std::memcpy(&scalar, op.scalar.data(), dataTypeBytes(op.dtype));
+    const auto [inBytes, outBytes] = op.ioBytes(rank, nranks_);
+    const bool direct = r.direct || (!r.windows.empty() && inWindow(r, op.send, inBytes) &&
+                                     inWindow(r, op.recv, outBytes));
     const Key key{static_cast<int>(op.coll),
                   op.count,
                   static_cast<int>(op.dtype),
@@ -322,7 +501,8 @@ class PeerGroup {
                   op.root,
                   inPlace,
                   op.preMul,
-                  scalar};
+                  scalar,
+                  direct};
     if (auto it = r.cache.find(key); it != r.cache.end()) return &it->second;
     const algo::CollShape shape{op.coll,  rank,  nranks_, op.count,
                                 op.dtype, op.op, op.root, inPlace};
@@ -335,7 +515,7 @@ class PeerGroup {
         std::clamp<uint64_t>(callBytes / kBytesPerChannel, 1, layout_.config.channels));
     cfg.payloadBytes = peer::payloadBytes(layout_.config, cfg.protocol);
     cfg.scratchBytes = layout_.config.scratchBytes;
-    cfg.direct = r.direct;
+    cfg.direct = direct;
     Status first;
     for (const std::string& name : candidates(shape)) {
       const algo::AlgorithmInfo* info = algo::find(shape.coll, name);
@@ -392,6 +572,8 @@ class PeerGroup {
     l.error = r.error;
     l.abortFlag = abortDevice_;
     l.timeoutNs = timeoutNs();
+    l.remote = remote_;
+    l.windows = windows_;
     return l;
   }
 
@@ -426,6 +608,7 @@ class PeerGroup {
       it = r.messageCache.emplace(key, std::move(placed)).first;
     }
     peer::Launch l = launchFor(r, it->second);
+    r.streams.insert(msgs.front()->stream);
     for (size_t i = 0; i < msgs.size(); ++i)
       l.buffers[i] =
           msgs[i]->kind == BatchOp::Kind::kSend ? const_cast<void*>(msgs[i]->send) : msgs[i]->recv;
@@ -437,6 +620,7 @@ class PeerGroup {
     peer::Launch l = launchFor(r, *placed);
     l.input = op.send;
     l.output = op.recv;
+    r.streams.insert(op.stream);
     return dev_->launch(l, placed->header, op.stream);
   }
 
@@ -449,9 +633,12 @@ class PeerGroup {
   // not (a process that died, or never mapped the shared state): the arenas then stay allocated.
   bool releaseMappings() {
     if (!spansProcesses_) return true;
-    if (mappedOn_ >= 0 && dev_->setDevice(mappedOn_).isOk())
+    if (mappedOn_ >= 0 && dev_->setDevice(mappedOn_).isOk()) {
       for (int q = 0; q < nranks_; ++q)
         if (!ranks_[q]->local && arenas_[q]) dev_->closeMemory(arenas_[q]);
+      for (auto& [handle, mapping] : opened_) dev_->closeMemory(mapping.first);
+      opened_.clear();
+    }
     // Unless no process got as far as mapping another's arenas, wait until every one has closed.
     bool unmapped = !exported_ || state_ != nullptr;
     if (exported_ && state_) {
@@ -613,6 +800,14 @@ class PeerGroup {
   std::vector<std::unique_ptr<Rank>> ranks_;
   bool spansProcesses_ = false;
   std::atomic<bool> exported_{false};  // every rank shared its arena: processes map them
+  bool windowsShareable_ = false;       // every rank is a process of its own (sharePeerWindow)
+  uint32_t remote_ = 0;                 // bit q: rank q is in another process
+  // Other processes' windows as this process's kernels reach them (WindowMap[kMaxRanks]
+  // [kMaxWindows], mapped host memory), the handle behind each entry, and the allocations
+  // opened (base, entries using it). attachMu_ guards the last two.
+  peer::WindowMap* windows_ = nullptr;
+  std::array<PeerMemoryHandle, peer::kMaxRanks * peer::kMaxWindows> entryHandles_{};
+  std::map<PeerMemoryHandle, std::pair<void*, int>> opened_;
   // Every rank's arena as this process's kernels reach it: its own ranks' allocations and the
   // other processes' mapped ones (closed when the group goes). Set by connect; read by the
   // launches, which come after every rank connected.
@@ -657,6 +852,15 @@ Result<std::shared_ptr<PeerGroup>> joinPeerGroup(uint64_t key, int nranks, int r
 
 Status connectPeerGroup(PeerGroup& group, int rank, const PeerAllgather& allgather) {
   return group.connect(rank, allgather);
+}
+
+Status sharePeerWindow(PeerGroup& group, int rank, void* buff, size_t bytes,
+                       const PeerAllgather& allgather) {
+  return group.shareWindow(rank, buff, bytes, allgather);
+}
+
+Status unsharePeerWindow(PeerGroup& group, int rank, void* buff, const PeerAllgather& allgather) {
+  return group.unshareWindow(rank, buff, allgather);
 }
 
 namespace {

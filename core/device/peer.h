@@ -85,6 +85,17 @@ class PeerDevice {
   /// Never called for an export of this process.
   virtual Result<void*> openMemory(const PeerMemoryHandle& handle) = 0;
   virtual void closeMemory(void* base) = 0;
+  /// What another process passes to openMemory to map the allocation that holds `p` (any device
+  /// buffer of the user's), and p's offset in it. InvalidUsage for memory CUDA IPC cannot share
+  /// (host memory, a stream-ordered pool, a cuMem allocation).
+  struct BufferExport {
+    PeerMemoryHandle handle{};
+    uint64_t offset = 0;
+  };
+  virtual Result<BufferExport> exportBuffer(const void* p) = 0;
+  /// Waits until the work enqueued on `s` so far has run (cudaStreamSynchronize): used only where
+  /// every peer's kernels that this work waits for were enqueued before (a collective call).
+  virtual Status synchronize(Stream s) = 0;
 };
 
 /// CUDA's PeerDevice (the process-wide instance); nullptr in builds without CUDA.
@@ -127,13 +138,27 @@ using PeerAllgather = std::function<Status(const void* mine, void* all, size_t b
 /// and SystemError naming a rank that failed elsewhere.
 Status connectPeerGroup(PeerGroup& group, int rank, const PeerAllgather& allgather = {});
 
+/// Windows (ncclCommWindowRegister) across processes: in a group whose every rank is a process of
+/// its own, the ranks exchange each window's CUDA IPC handle and map the others', so that a call
+/// whose buffers lie in windows on every rank reads peers' buffers in place (direct messages),
+/// as ranks of one process do with any buffer. Collective over the group, in the same order on
+/// every rank; before mapping or unmapping, each rank waits for its own kernels launched so far
+/// (their peers' kernels were all enqueued before this call on every rank, so they end). A
+/// window that any rank cannot share (not cudaMalloc'd memory, more than kernels::peer::
+/// kMaxWindows of them) stays local on every rank: calls on it take the FIFO's slots. No-op
+/// (ok) for groups of one process or with several ranks in a process. Errors: those of the
+/// allgather; InvalidUsage for unsharing a buffer that is no shared window of `rank`.
+Status sharePeerWindow(PeerGroup& group, int rank, void* buff, size_t bytes,
+                       const PeerAllgather& allgather);
+Status unsharePeerWindow(PeerGroup& group, int rank, void* buff, const PeerAllgather& allgather);
+
 /// The executor of one rank of a group: every collective of a submitted batch is compiled (once
 /// per shape), its program uploaded (once) and launched on the operation's stream. The
 /// algorithm: TUTTI_ALGO's for the collective, else a latency algorithm up to 64 KiB per rank
 /// and a bandwidth one above (docs/GPU.md); the low-latency protocol up to TUTTI_PEER_LL_BYTES
 /// (default 64 KiB) of call size; one channel per 512 KiB, up to the arena's; direct messages
 /// (peers read a send buffer in place) when every rank is a thread of this process on one device,
-/// unless TUTTI_PEER_DIRECT=0.
+/// or when a call's buffers lie in shared windows (sharePeerWindow), unless TUTTI_PEER_DIRECT=0.
 std::unique_ptr<Executor> makePeerExecutor(std::shared_ptr<PeerGroup> group, int rank);
 
 }  // namespace tutti::device

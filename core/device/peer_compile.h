@@ -40,8 +40,9 @@ struct PeerCompileConfig {
   uint64_t messageBytesPerChannel = 512 << 10;
   /// Direct messages (kernels/peer_program.h): a receiver reads a send of the sender's input or
   /// output in place where that is safe, instead of through the FIFO's slots. Only for ranks that
-  /// address each other's buffers (threads of one process on one device); the simple protocol
-  /// only (ignored for low latency). Every rank of a call must compile with the same value.
+  /// reach each other's buffers (threads of one process on one device, or buffers in windows
+  /// mapped across processes); the simple protocol only (ignored for low latency). Every rank of
+  /// a call must compile with the same value (a receiver that finds otherwise fails the call).
   bool direct = false;
 };
 

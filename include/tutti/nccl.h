@@ -442,9 +442,13 @@ ncclResult_t pncclCommRegister(const ncclComm_t comm, void* buff, size_t size, v
 /* ncclInvalidArgument for a handle not returned by ncclCommRegister on comm. */
 ncclResult_t ncclCommDeregister(const ncclComm_t comm, void* handle);
 ncclResult_t pncclCommDeregister(const ncclComm_t comm, void* handle);
-/* Records a window over [buff, buff+size) (size in bytes); collective in NCCL, local here.
- * winFlags: NCCL_WIN_DEFAULT or any combination of the NCCL_WIN_* bits (recorded, no effect on
- * host memory). ncclInvalidArgument for win NULL, buff NULL with size > 0, or an unknown bit. */
+/* Records a window over [buff, buff+size) (size in bytes). Local, except with the peer device
+ * executor (TUTTI_DEVICE_PATH=peer) over ranks that are processes of their own: then collective
+ * (every rank, same order; at ncclGroupEnd inside a group), and the ranks map each other's
+ * windows with CUDA IPC (cudaMalloc'd memory), so that a collective whose buffers lie in windows
+ * on every rank reads its peers' buffers in place; a window some rank cannot share stays local
+ * on all. winFlags: NCCL_WIN_DEFAULT or any combination of the NCCL_WIN_* bits (recorded).
+ * ncclInvalidArgument for win NULL, buff NULL with size > 0, or an unknown bit. */
 ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win,
                                     int winFlags);
 ncclResult_t pncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win,

@@ -132,6 +132,18 @@ Status failureStatus(const ErrorRecord& e, uint64_t timeoutNs) {
           "rank {} (channel {}, round {}, op {}): aborted while waiting for {} "
           "peer {}",
           e.rank, e.channel, e.round, e.op, waitName(e.waitKind), e.peer);
+    case Failure::kNotDirect:
+      if (e.seen == 1)
+        return invalidUsage(
+            "rank {} (channel {}, round {}, op {}): peer {} did not run this call with direct "
+            "messages as this rank did: its buffers must lie in windows "
+            "(ncclCommWindowRegister) on every rank of the call or on none",
+            e.rank, e.channel, e.round, e.op, e.peer);
+      return invalidUsage(
+          "rank {} (channel {}, round {}, op {}): peer {}'s buffer at {:#x} lies in no window "
+          "this process mapped: with ranks in several processes, a call's buffers must lie in "
+          "windows (ncclCommWindowRegister) on every rank or on none",
+          e.rank, e.channel, e.round, e.op, e.peer, e.expected);
     case Failure::kBadProgram:
       break;
   }

@@ -87,8 +87,9 @@ class EmuPeerDevice final : public PeerDevice {
     std::memcpy(dst, src, bytes);
     return Status::ok();
   }
-  Status launch(const peer::Launch& l, const peer::ProgramHeader&, Stream s) override {
+  Status launch(const peer::Launch& l, const peer::ProgramHeader& h, Stream s) override {
     launches_.fetch_add(1);
+    if (h.direct != 0) directLaunches_.fetch_add(1);
     static_cast<tutti::test::EmuStream*>(s)->enqueue([this, l] {
       Status st = peer::runOnHost(l, peer::HostOptions{20, 7});
       std::lock_guard<std::mutex> lock(mu_);
@@ -103,14 +104,9 @@ class EmuPeerDevice final : public PeerDevice {
   void unregisterHost(void*) override { registered_.fetch_sub(1); }
   // The handle: the shared memory's size (8 bytes), then its name.
   Result<PeerMemoryHandle> exportMemory(void* base) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = allocations_.find(base);
-    if (it == allocations_.end()) return invalidUsage("{} is no device allocation", base);
-    PeerMemoryHandle h{};
-    const uint64_t bytes = it->second.second;
-    std::memcpy(h.data(), &bytes, sizeof bytes);
-    std::memcpy(h.data() + sizeof bytes, it->second.first.c_str(), it->second.first.size());
-    return h;
+    TUTTI_TRY_ASSIGN(const BufferExport e, exportBuffer(base));
+    if (e.offset != 0) return invalidUsage("{} is no device allocation's base", base);
+    return e.handle;
   }
   Result<void*> openMemory(const PeerMemoryHandle& h) override {
     uint64_t bytes = 0;
@@ -136,14 +132,36 @@ class EmuPeerDevice final : public PeerDevice {
     opened_.erase(it);
   }
 
+  // The allocation that holds p, and p's offset in it.
+  Result<BufferExport> exportBuffer(const void* p) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto* a = static_cast<const unsigned char*>(p);
+    for (auto& [base, alloc] : allocations_) {
+      const auto* b = static_cast<const unsigned char*>(base);
+      if (a < b || a >= b + alloc.second) continue;
+      BufferExport e;
+      const uint64_t bytes = alloc.second;
+      std::memcpy(e.handle.data(), &bytes, sizeof bytes);
+      std::memcpy(e.handle.data() + sizeof bytes, alloc.first.c_str(), alloc.first.size());
+      e.offset = static_cast<uint64_t>(a - b);
+      return e;
+    }
+    return invalidUsage("buffer {} is no device allocation (CUDA IPC cannot share it)", p);
+  }
+  Status synchronize(Stream s) override {
+    static_cast<tutti::test::EmuStream*>(s)->synchronize();
+    return Status::ok();
+  }
+
   size_t openedCount() {
     std::lock_guard<std::mutex> lock(mu_);
     return opened_.size();
   }
 
   std::atomic<int> uploads_{0}, launches_{0}, registered_{0};
-  int unreachable_ = -1;  // a device no other can reach
-  std::mutex mu_;         // kernelErrors_, allocations_, opened_
+  std::atomic<int> directLaunches_{0};  // of programs with direct messages
+  int unreachable_ = -1;                // a device no other can reach
+  std::mutex mu_;                       // kernelErrors_, allocations_, opened_
   std::vector<std::string> kernelErrors_;
 
  private:

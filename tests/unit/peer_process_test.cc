@@ -9,7 +9,9 @@
 // processes; the other processes' arenas mapped once per process, and unmapped when the group
 // goes, and a process's arenas freed only after the others unmapped them; an abort in one process
 // releasing the kernels of the others and failing their later calls with its reason; ranks of one
-// process on two devices, or arenas laid out differently, refused on every rank.
+// process on two devices, or arenas laid out differently, refused on every rank; windows shared
+// across processes (sharePeerWindow) read in place, and a call with a window on one rank only
+// failing on the rank that expected to read in place.
 #include <pthread.h>
 #include <sys/mman.h>
 
@@ -138,10 +140,12 @@ std::string runCall(RankState& s, EmuPeerDevice& dev, Coll coll, size_t count, D
 // setUp; a body returns "" or what went wrong. Then checks, in each process, that the group
 // mapped every other process's arena once while it lived (when `connected`) and unmapped them
 // and the shared state when it went. REQUIREs that every rank passed. Every rank's arena is
-// smallArena's, but rank `otherSlots`'s has 8 slots per FIFO instead of 4.
+// smallArena's, but rank `otherSlots`'s has 8 slots per FIFO instead of 4. `env`: variables
+// every process sets before its ranks start (the executor reads them at its first use).
 template <typename Body>
 void runProcesses(int procs, int perProcess, uint64_t key, const std::vector<int>& devices,
-                  bool connected, Body body, int otherSlots = -1) {
+                  bool connected, Body body, int otherSlots = -1,
+                  const std::vector<std::pair<const char*, const char*>>& env = {}) {
   const int nranks = procs * perProcess;
   Board board(nranks);
   launch::LaunchOptions opts;
@@ -149,6 +153,7 @@ void runProcesses(int procs, int perProcess, uint64_t key, const std::vector<int
   opts.timeout = std::chrono::seconds(120);
   opts.captureOutput = true;
   auto outcomes = launch::runRanks(opts, [&](int proc, int) -> int {
+    for (const auto& [name, value] : env) setenv(name, value, 1);
     EmuPeerDevice dev;
     std::vector<std::string> errors(perProcess + 1);
     {
@@ -276,7 +281,124 @@ std::string otherSettings(RankState& s, EmuPeerDevice&, int rank, int) {
   return "";
 }
 
+// A window of `bytes` at 4 KiB into a device allocation of this rank's (so that the window
+// starts at an offset in the allocation CUDA IPC shares).
+struct DeviceWindow {
+  EmuPeerDevice* dev = nullptr;
+  void* allocation = nullptr;
+  unsigned char* base = nullptr;
+  size_t bytes = 0;
+  ~DeviceWindow() {
+    if (allocation) dev->freeDevice(allocation);
+  }
+};
+
+Status allocateWindow(DeviceWindow& w, EmuPeerDevice& dev, size_t bytes) {
+  TUTTI_TRY_ASSIGN(void* a, dev.allocDevice(bytes + 8192));
+  w.dev = &dev;
+  w.allocation = a;
+  w.base = static_cast<unsigned char*>(a) + 4096;
+  w.bytes = bytes;
+  return Status::ok();
+}
+
+// runCall with this rank's buffers in `w` (or, with `outside`, where the reference put them),
+// with direct messages on: "" or what went wrong.
+std::string runInWindow(RankState& s, EmuPeerDevice& dev, const DeviceWindow& w, Coll coll,
+                        size_t count, int root, bool inPlace, int rank, int nranks,
+                        bool outside = false) {
+  const DataType dtype = reducing(coll) ? DataType::kInt32 : DataType::kFloat32;
+  Reference ref = reference(CollShape{coll, 0, nranks, count, dtype, RedOp::kSum, root, inPlace});
+  if (!ref.err.empty()) return ref.err;
+  UserRank& u = ref.users[rank];
+  if (u.mem.size() > w.bytes) return fmt::format("{} bytes do not fit the window", u.mem.size());
+  std::vector<BatchOp> ops{collOp(coll, u, count, dtype, RedOp::kSum, root, "test")};
+  if (!outside) {
+    std::memcpy(w.base, u.mem.data(), u.mem.size());
+    ops[0].send = w.base + u.sendOff;
+    ops[0].recv = w.base + u.recvOff;
+  }
+  if (Status st = submit(s, ops); !st.isOk()) return "submit: " + st.message();
+  if (std::string k = kernelError(dev); !k.empty()) return "kernel: " + k;
+  if (!outside) {
+    std::memcpy(u.mem.data(), w.base, u.mem.size());
+    std::memset(w.base, 0xA5, w.bytes);  // a peer still reading would get these
+  }
+  std::string err = compareMemory({u}, {ref.want[rank]}, dtype);
+  return err.empty() ? err : fmt::format("rank {}: {}", rank, err);
+}
+
+// Every rank shares a window of device memory; collectives whose buffers lie in the windows
+// read their peers' buffers in place (direct programs) and are exact; a window one rank cannot
+// share (host memory) stays local on every rank; unsharing unmaps the others' windows.
+std::string windows(RankState& s, EmuPeerDevice& dev, int rank, int nranks) {
+  if (!s.setUp.isOk()) return fmt::format("rank {}: set up: {}", rank, s.setUp.message());
+  DeviceWindow w;
+  if (Status st = allocateWindow(w, dev, 1 << 20); !st.isOk()) return st.message();
+  const size_t arenas = static_cast<size_t>(nranks - 1);
+  if (Status st = sharePeerWindow(*s.group, rank, w.base, w.bytes, s.allgather); !st.isOk())
+    return "share: " + st.message();
+  if (dev.openedCount() != 2 * arenas)
+    return fmt::format("{} mappings with a window shared, not {}", dev.openedCount(), 2 * arenas);
+  for (Coll coll :
+       {Coll::kAllReduce, Coll::kAllGather, Coll::kReduceScatter, Coll::kBroadcast, Coll::kReduce})
+    for (size_t count : {size_t{37}, size_t{5000}})
+      for (bool inPlace : {false, true})
+        for (int root : {0, nranks - 1}) {
+          if (root != 0 && !rooted(coll)) continue;
+          std::string err = runInWindow(s, dev, w, coll, count, root, inPlace, rank, nranks);
+          if (!err.empty())
+            return fmt::format("{} count={} root={}{}: {}", collName(coll), count, root,
+                               inPlace ? " in place" : "", err);
+        }
+  const int direct = dev.directLaunches_.load();
+  if (direct == 0) return "no call ran with direct messages";
+  // Rank 1 offers host memory, which CUDA IPC cannot share: the window is shared nowhere.
+  std::vector<unsigned char> host(1 << 16);
+  void* second = rank == 1 ? static_cast<void*>(host.data()) : w.base + (w.bytes - host.size());
+  if (Status st = sharePeerWindow(*s.group, rank, second, host.size(), s.allgather); !st.isOk())
+    return "share (host memory on rank 1): " + st.message();
+  if (dev.openedCount() != 2 * arenas)
+    return fmt::format("{} mappings after a window rank 1 could not share", dev.openedCount());
+  if (Status st = unsharePeerWindow(*s.group, rank, w.base, s.allgather); !st.isOk())
+    return "unshare: " + st.message();
+  if (dev.openedCount() != arenas)
+    return fmt::format("{} mappings after unsharing, not {}", dev.openedCount(), arenas);
+  // Without a shared window the same calls take the FIFOs.
+  std::string err = runInWindow(s, dev, w, Coll::kAllReduce, 5000, 0, false, rank, nranks);
+  if (!err.empty()) return "after unsharing: " + err;
+  if (dev.directLaunches_.load() != direct) return "a direct program ran after unsharing";
+  return "";
+}
+
+// Rank 1's buffers lie in its window, rank 0's do not: rank 1 reads rank 0's messages in place,
+// rank 0 sent them through the FIFO; rank 1's kernel says so instead of reading other memory.
+std::string windowOnOneRank(RankState& s, EmuPeerDevice& dev, int rank, int nranks) {
+  if (!s.setUp.isOk()) return fmt::format("rank {}: set up: {}", rank, s.setUp.message());
+  DeviceWindow w;
+  if (Status st = allocateWindow(w, dev, 1 << 20); !st.isOk()) return st.message();
+  if (Status st = sharePeerWindow(*s.group, rank, w.base, w.bytes, s.allgather); !st.isOk())
+    return "share: " + st.message();
+  const std::string err =
+      runInWindow(s, dev, w, Coll::kAllGather, 20000, 0, false, rank, nranks, rank == 0);
+  if (rank == 1 &&
+      err.find("peer 0 did not run this call with direct messages") == std::string::npos)
+    return "rank 1: " + (err.empty() ? std::string("no error") : err);
+  return "";
+}
+
 }  // namespace
+
+TEST_CASE("peer executor, ranks in processes: windows are read in place", "[peer]") {
+  const std::vector<std::pair<const char*, const char*>> simple{{"TUTTI_PEER_LL_BYTES", "0"}};
+  SECTION("2 processes") { runProcesses(2, 1, 0x2008, {0, 1}, true, windows, -1, simple); }
+  SECTION("3 processes") { runProcesses(3, 1, 0x2009, {0, 1, 2}, true, windows, -1, simple); }
+}
+
+TEST_CASE("peer executor, ranks in processes: a window on one rank only fails the call", "[peer]") {
+  runProcesses(2, 1, 0x200a, {0, 1}, false, windowOnOneRank, -1,
+               {{"TUTTI_PEER_LL_BYTES", "0"}, {"TUTTI_TIMEOUT", "2"}});
+}
 
 TEST_CASE("peer executor, ranks in processes: every collective, exact", "[peer]") {
   SECTION("2 processes of 1 rank") { runProcesses(2, 1, 0x2001, {0, 1}, true, everyCollective); }
