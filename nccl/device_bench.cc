@@ -39,6 +39,7 @@ struct Options {
   std::string coll = "allreduce";
   std::string mode = "procs";
   bool graph = false;
+  bool window = false;  // procs: the buffers in windows (ncclCommWindowRegister)
   int nranks = 1;
   size_t minBytes = 8, maxBytes = size_t{256} << 20;
   double factor = 4;
@@ -144,6 +145,12 @@ int runRank(const Options& o, int rank, const ncclUniqueId& id, int resultFd) {
   float *in = nullptr, *out = nullptr;
   CUDA_OK(cudaMalloc(&in, inMax * 4 + 4));
   CUDA_OK(cudaMalloc(&out, outMax * 4 + 4));
+  ncclWindow_t windows[2] = {};
+  if (o.window) {  // collective, on every rank
+    NCCL_BENCH_OK(ncclCommWindowRegister(comm, in, inMax * 4 + 4, &windows[0], NCCL_WIN_DEFAULT));
+    NCCL_BENCH_OK(
+        ncclCommWindowRegister(comm, out, outMax * 4 + 4, &windows[1], NCCL_WIN_DEFAULT));
+  }
   std::vector<float> host(std::max(inMax, outMax) + 1);
   for (size_t i = 0; i < inMax; ++i) host[i] = inputValue(rank, i);
   CUDA_OK(cudaMemcpy(in, host.data(), inMax * 4, cudaMemcpyHostToDevice));
@@ -177,6 +184,8 @@ int runRank(const Options& o, int rank, const ncclUniqueId& id, int resultFd) {
     }
     printRow(o, inCount, outCount, count, bus, ms, wrong + others);
   }
+  for (ncclWindow_t w : windows)
+    if (w) NCCL_BENCH_OK(ncclCommWindowDeregister(comm, w));
   NCCL_BENCH_OK(ncclCommDestroy(comm));
   return 0;
 }
@@ -304,6 +313,9 @@ int main(int argc, char** argv) {
                  "in groups; threads: one thread per rank")
       ->check(CLI::IsMember({"procs", "group", "threads"}));
   app.add_flag("--graph", o.graph, "group mode: time the replay of the steps captured in a graph");
+  app.add_flag("--window", o.window,
+               "procs mode: register the buffers as windows (ncclCommWindowRegister), which the "
+               "peer executor reads in place across processes");
   app.add_option("-b,--minbytes", o.minBytes, "smallest size in bytes")
       ->transform(CLI::AsSizeValue(false));
   app.add_option("-e,--maxbytes", o.maxBytes, "largest size in bytes")

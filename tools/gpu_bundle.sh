@@ -33,7 +33,8 @@ cat > "$out/run.sh" <<'RUN'
 #                     direct messages)
 #   run.sh mps peerprocs   the peer executor with ranks as processes on the one GPU (under MPS:
 #                     without it they keep the process clique): nccl_device_test's process-rank
-#                     cases, then allreduce sweeps of 2 and 4 processes
+#                     cases (windows read in place among them), then allreduce sweeps of 2 and 4
+#                     processes
 # Several steps may be given; the default is "tests perfs procperf external".
 cd "$(dirname "$0")"
 export LD_LIBRARY_PATH=$PWD/lib
@@ -112,13 +113,16 @@ peerprocs() {
   (
     export TUTTI_DEVICE_PATH=peer TUTTI_TIMEOUT=20 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT
     timeout 300 ./nccl_device_test --durations yes \
-      "device memory: every collective x dtype x op, 1 to 4 ranks as processes" \
+      "device memory: every collective x dtype x op, 1 to 4 ranks as processes,device memory: buffers in windows*" \
       > "$log/peer_procs${1:-}.log" 2>&1
     echo "nccl_device_test (peer, processes) rc=$?"
     grep -E "peer executor|s: device|All tests|test cases|FAILED|failed checks" \
       "$log/peer_procs${1:-}.log" | sort | uniq -c | head -40
     for n in 2 4; do perf -c allreduce -n $n -m procs -b 8 -e 1G -f 8; done 2>&1 |
       tee "$log/peer_proc_perf${1:-}.txt"
+    echo "# buffers in windows (read in place across processes)" | tee -a "$log/peer_proc_perf${1:-}.txt"
+    perf -c allreduce -n 2 -m procs --window -b 8 -e 1G -f 8 2>&1 |
+      tee -a "$log/peer_proc_perf${1:-}.txt"
   )
 }
 [ $# -eq 0 ] && set -- tests perfs procperf external

@@ -356,6 +356,36 @@ void hostOutputs(Rank& R) {
   cudaFreeHost(h);
 }
 
+// Buffers in a window (ncclCommWindowRegister) on every rank: an allreduce and an allgather out
+// of place and an allreduce in place, 1 MiB elements per rank, checked; then deregistered. With
+// the peer executor over process ranks (TUTTI_DEVICE_PATH=peer, under MPS) the calls read their
+// peers' windows in place (direct messages across processes); elsewhere the window is a record.
+void windowCalls(Rank& R) {
+  const size_t n = 1 << 20;
+  const int P = R.nranks, me = R.rank;
+  DevBuf a((n + n * P) * 4);  // input, then the output: one allocation, one window
+  float* in = static_cast<float*>(a.p);
+  float* out = in + n;
+  ncclWindow_t win = nullptr;
+  EXPECT_OK(R, ncclCommWindowRegister(R.comm, a.p, a.bytes, &win, NCCL_WIN_DEFAULT));
+  upload(in, ncclFloat32, n, [&](size_t i) { return redValue(me, i); });
+  EXPECT_OK(R, ncclAllReduce(in, out, n, ncclFloat32, ncclSum, R.comm, R.stream));
+  EXPECT_CUDA(R, cudaStreamSynchronize(R.stream));
+  check(R, "allreduce in a window", out, ncclFloat32, n,
+        [&](size_t i) { return reduceRef(ncclSum, ncclFloat32, P, i, 1); });
+  upload(in, ncclFloat32, n, [&](size_t i) { return moveValue(me, i); });
+  EXPECT_OK(R, ncclAllGather(in, out, n, ncclFloat32, R.comm, R.stream));
+  EXPECT_CUDA(R, cudaStreamSynchronize(R.stream));
+  check(R, "allgather in a window", out, ncclFloat32, n * P,
+        [&](size_t i) { return moveValue(static_cast<int>(i / n), i % n); });
+  upload(out, ncclFloat32, n, [&](size_t i) { return redValue(me, i); });
+  EXPECT_OK(R, ncclAllReduce(out, out, n, ncclFloat32, ncclSum, R.comm, R.stream));
+  EXPECT_CUDA(R, cudaStreamSynchronize(R.stream));
+  check(R, "allreduce in place in a window", out, ncclFloat32, n,
+        [&](size_t i) { return reduceRef(ncclSum, ncclFloat32, P, i, 1); });
+  EXPECT_OK(R, ncclCommWindowDeregister(R.comm, win));
+}
+
 // Forks nranks processes; rank 0 makes the id and pipes it to the others. Each runs body on a
 // communicator over device 0 with its own stream. Returns the number of ranks that failed.
 int forkRanks(int nranks, const std::function<void(Rank&)>& body) {
@@ -467,6 +497,13 @@ TEST_CASE("device memory: every collective x dtype x op, 1 to 4 ranks as process
             }
             collectives(R, ncclFloat32, 3 << 20);  // 12 MiB per rank buffer
           }) == 0);
+  }
+}
+
+TEST_CASE("device memory: buffers in windows, 2 and 3 ranks as processes", "[gpu][nccl]") {
+  for (int nranks : {2, 3}) {
+    INFO("nranks " << nranks);
+    CHECK(forkRanks(nranks, windowCalls) == 0);
   }
 }
 
