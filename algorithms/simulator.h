@@ -102,13 +102,13 @@ struct LinkParams {
   /// reduceGBps - b / copyGBps of compute after its data has arrived (the copy it replaces is
   /// part of the link's bandwidth), not b / reduceGBps. false (the default): the textbook gamma.
   bool reduceOnReceive = false;
-  /// The class's bytes are copied by the CPUs of one host (linkModelFor sets it for a host's shm,
-  /// useNetworkOnHost for TCP over loopback): the memory term ("Memory" above) scales its bandwidth, as it does
-  /// shm's and self's, which it always applies to; with more ranks than PUs, a round with several
-  /// peers divides it as it does shm's ("Shared CPUs"); and its messages and the compute of the
-  /// two ranks they join never overlap (a message waits for both ranks' compute, a rank's compute
-  /// for the messages it sends or receives). false (the default): a wire, which the footprint
-  /// does not slow and the CPUs' work overlaps.
+  /// The class's bytes are copied by the CPUs of one host (linkModelFor sets it for a host's
+  /// shm, useNetworkOnHost for TCP over loopback): the memory term ("Memory" above) scales its
+  /// bandwidth, as it does shm's and self's, which it always applies to; with more ranks than
+  /// PUs, a round with several peers divides it as it does shm's ("Shared CPUs"); and its
+  /// messages and the compute of the two ranks they join never overlap (a message waits for both
+  /// ranks' compute, a rank's compute for the messages it sends or receives). false (the
+  /// default): a wire, which the footprint does not slow and the CPUs' work overlaps.
   bool memoryBound = false;
   /// The message's bandwidth (curve or bandwidthGBps) for a message of `bytes` bytes, before the
   /// cache and memory terms.

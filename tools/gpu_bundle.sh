@@ -120,9 +120,10 @@ peerprocs() {
       "$log/peer_procs${1:-}.log" | sort | uniq -c | head -40
     for n in 2 4; do perf -c allreduce -n $n -m procs -b 8 -e 1G -f 8; done 2>&1 |
       tee "$log/peer_proc_perf${1:-}.txt"
-    echo "# buffers in windows (read in place across processes)" | tee -a "$log/peer_proc_perf${1:-}.txt"
-    perf -c allreduce -n 2 -m procs --window -b 8 -e 1G -f 8 2>&1 |
-      tee -a "$log/peer_proc_perf${1:-}.txt"
+    {
+      echo "# buffers in windows (read in place across processes)"
+      perf -c allreduce -n 2 -m procs --window -b 8 -e 1G -f 8 2>&1
+    } | tee -a "$log/peer_proc_perf${1:-}.txt"
   )
 }
 [ $# -eq 0 ] && set -- tests perfs procperf external
