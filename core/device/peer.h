@@ -146,8 +146,11 @@ Status connectPeerGroup(PeerGroup& group, int rank, const PeerAllgather& allgath
 /// (their peers' kernels were all enqueued before this call on every rank, so they end). A
 /// window that any rank cannot share (not cudaMalloc'd memory, more than kernels::peer::
 /// kMaxWindows of them) stays local on every rank: calls on it take the FIFO's slots. No-op
-/// (ok) for groups of one process or with several ranks in a process. Errors: those of the
-/// allgather; InvalidUsage for unsharing a buffer that is no shared window of `rank`.
+/// (ok) for groups of one process or with several ranks in a process; unsharing a buffer that
+/// is no shared window of `rank` unmaps nothing of its own (the others' still go). Errors: the
+/// allgather's; in unsharing, a failed wait for the rank's kernels (the window is unmapped all
+/// the same). Failures to export, wait or map while sharing are agreed on by every rank and leave
+/// the window local instead.
 Status sharePeerWindow(PeerGroup& group, int rank, void* buff, size_t bytes,
                        const PeerAllgather& allgather);
 Status unsharePeerWindow(PeerGroup& group, int rank, void* buff, const PeerAllgather& allgather);
