@@ -8,6 +8,7 @@
 #include <functional>
 
 #include "base/env.h"
+#include "base/hash.h"
 
 namespace tutti {
 
@@ -28,14 +29,6 @@ int optInt(const char* name) {
   return n ? static_cast<int>(*n) : -1;
 }
 
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
 
 // Open MPI 4: OMPI_MCA_orte_hnp_uri="<jobid>.<vpid>;tcp://10.0.0.1,172.17.0.1:45678;..."
 std::string ompiFirstHost() {

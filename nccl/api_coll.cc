@@ -437,11 +437,8 @@ NCCL_API(ncclResult_t, ncclCommWindowRegister, ncclComm_t comm, void* buff, size
   if (!peerWindows(*s->device)) return ncclSuccess;
   // Ranks that are processes of the peer executor map each other's windows (collective; at
   // ncclGroupEnd inside a group, as in NCCL).
-  BatchOp op;
-  op.kind = BatchOp::Kind::kTask;
-  op.api = "ncclCommWindowRegister";
-  op.task = [s, buff, size] { return shareDeviceWindow(*s->device, s->comm, buff, size); };
-  return submit(comm->state, std::move(op));
+  return submitTask(comm->state, "ncclCommWindowRegister",
+                    [s, buff, size] { return shareDeviceWindow(*s->device, s->comm, buff, size); });
 }
 
 NCCL_API(ncclResult_t, ncclCommWindowDeregister, ncclComm_t comm, ncclWindow_t win) {
@@ -467,11 +464,8 @@ NCCL_API(ncclResult_t, ncclCommWindowDeregister, ncclComm_t comm, ncclWindow_t w
   if (found) {
     if (!peerWindows(*s->device)) return ncclSuccess;
     // Every process unmaps the window before the call returns on any rank (collective).
-    BatchOp op;
-    op.kind = BatchOp::Kind::kTask;
-    op.api = "ncclCommWindowDeregister";
-    op.task = [s, buff] { return unshareDeviceWindow(*s->device, s->comm, buff); };
-    return submit(comm->state, std::move(op));
+    return submitTask(comm->state, "ncclCommWindowDeregister",
+                      [s, buff] { return unshareDeviceWindow(*s->device, s->comm, buff); });
   }
   return fail(invalidArgument("ncclCommWindowDeregister: window {} was not registered on this "
                               "communicator",

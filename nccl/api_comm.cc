@@ -9,6 +9,7 @@
 
 #include "base/config.h"
 #include "base/env.h"
+#include "base/hash.h"
 #include "base/log.h"
 #include "core/batch.h"
 #include "nccl/group.h"
@@ -33,9 +34,7 @@ std::optional<std::string> fixedRootSpec() {
 uint64_t fixedSecret(const std::string& spec) {
   if (auto s = env::get({"TUTTI_COMM_SECRET"}); s && !s->empty())
     return std::strtoull(s->c_str(), nullptr, 16);
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : "tutti-nccl-comm-id:" + spec) h = (h ^ c) * 1099511628211ull;
-  return h;
+  return fnv1a("tutti-nccl-comm-id:" + spec);
 }
 
 UniqueId toTutti(const ncclUniqueId& id) {
@@ -101,12 +100,8 @@ ncclResult_t createComm(ncclComm_t* out, std::shared_ptr<CommState> state,
                         std::function<Status()> task, const char* api) {
   auto* h = new ncclComm{kCommMagic, state};
   *out = h;
-  BatchOp op;
-  op.kind = BatchOp::Kind::kTask;
-  op.api = api;
-  op.task = std::move(task);
   const bool deferred = inGroup() || !state->config.blocking;
-  ncclResult_t r = submit(state, std::move(op));
+  ncclResult_t r = submitTask(state, api, std::move(task));
   if (!deferred && r != ncclSuccess) {
     h->magic = 0;
     delete h;
@@ -341,15 +336,11 @@ NCCL_API(ncclResult_t, ncclCommFinalize, ncclComm_t comm) {
   auto s = checkComm(comm, "ncclCommFinalize");
   if (!s.isOk()) return fail(s.status());
   CommState* st = s.value();
-  BatchOp op;
-  op.kind = BatchOp::Kind::kTask;
-  op.api = "ncclCommFinalize";
-  op.task = [st]() -> Status {
+  return submitTask(comm->state, "ncclCommFinalize", [st]() -> Status {
     TUTTI_TRY(checkUsable(*st, "ncclCommFinalize"));
     if (!st->ready.load()) return st->asyncError();
     return st->comm.barrier();  // every rank has issued (and so completed) all its operations
-  };
-  return submit(comm->state, std::move(op));
+  });
 }
 
 NCCL_API(ncclResult_t, ncclCommDestroy, ncclComm_t comm) {
@@ -421,11 +412,8 @@ NCCL_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, ncclC
   auto parent = comm->state;
   *newcomm = nullptr;
   if (color < 0) {  // NCCL_SPLIT_NOCOLOR: take part, get no communicator
-    BatchOp op;
-    op.kind = BatchOp::Kind::kTask;
-    op.api = "ncclCommSplit";
-    op.task = [p = parent.get(), key] { return doSplit(*p, -1, key, nullptr); };
-    return submit(parent, std::move(op));
+    return submitTask(parent, "ncclCommSplit",
+                      [p = parent.get(), key] { return doSplit(*p, -1, key, nullptr); });
   }
   auto child = std::make_shared<CommState>();
   child->config = cfg;
@@ -433,12 +421,10 @@ NCCL_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, ncclC
   child->nranks = 1;  // set by the split
   auto* h = new ncclComm{kCommMagic, child};
   *newcomm = h;
-  BatchOp op;
-  op.kind = BatchOp::Kind::kTask;
-  op.api = "ncclCommSplit";
-  op.task = [p = parent.get(), c = child, color, key] { return doSplit(*p, color, key, c.get()); };
   const bool deferred = inGroup() || !parent->config.blocking;
-  ncclResult_t r = submit(parent, std::move(op));
+  ncclResult_t r = submitTask(parent, "ncclCommSplit", [p = parent.get(), c = child, color, key] {
+    return doSplit(*p, color, key, c.get());
+  });
   if (!deferred && r != ncclSuccess) {
     h->magic = 0;
     delete h;
@@ -492,15 +478,12 @@ NCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int* excludeRanksList,
   child->cudaDev = parent->cudaDev;
   auto* h = new ncclComm{kCommMagic, child};
   *newcomm = h;
-  BatchOp op;
-  op.kind = BatchOp::Kind::kTask;
-  op.api = "ncclCommShrink";
-  op.task = [p = parent.get(), c = child, survivors, shrinkFlags,
-             seq = parent->shrinks.fetch_add(1)] {
-    return doShrink(*p, survivors, c.get(), shrinkFlags, seq);
-  };
   const bool deferred = inGroup() || !parent->config.blocking;
-  ncclResult_t r = submit(parent, std::move(op));
+  ncclResult_t r = submitTask(parent, "ncclCommShrink",
+                              [p = parent.get(), c = child, survivors, shrinkFlags,
+                               seq = parent->shrinks.fetch_add(1)] {
+                                return doShrink(*p, survivors, c.get(), shrinkFlags, seq);
+                              });
   if (!deferred && r != ncclSuccess) {
     h->magic = 0;
     delete h;

@@ -137,6 +137,15 @@ Status runBatch(CommState& comm, std::vector<BatchOp>& ops, size_t fusion) {
   return first;
 }
 
+ncclResult_t submitTask(const std::shared_ptr<CommState>& comm, const char* api,
+                        std::function<Status()> task) {
+  BatchOp op;
+  op.kind = BatchOp::Kind::kTask;
+  op.api = api;
+  op.task = std::move(task);
+  return submit(comm, std::move(op));
+}
+
 ncclResult_t submit(const std::shared_ptr<CommState>& comm, BatchOp op) {
   if (tGroup.depth > 0) {
     tGroup.ops.emplace_back(comm, std::move(op));

@@ -20,6 +20,10 @@ using tutti::BatchOp;
 /// Submits `op` on `comm`: recorded when this thread is inside a group, else run now (blocking
 /// communicator: on this thread; nonblocking: on its worker, returning ncclInProgress).
 ncclResult_t submit(const std::shared_ptr<CommState>& comm, BatchOp op);
+/// submit() of a task of this layer (BatchOp::Kind::kTask: init, split, finalize, windows), named
+/// `api` in its errors.
+ncclResult_t submitTask(const std::shared_ptr<CommState>& comm, const char* api,
+                        std::function<Status()> task);
 
 /// Whether this thread is inside ncclGroupStart/End.
 bool inGroup();

@@ -11,6 +11,7 @@
 
 #include "base/config.h"
 #include "base/env.h"
+#include "base/hash.h"
 #include "base/host_id.h"
 #include "base/log.h"
 #include "core/batch.h"
@@ -73,12 +74,6 @@ bool mpsPresent() {
   const char* dir = std::getenv("CUDA_MPS_PIPE_DIRECTORY");
   const std::string control = std::string(dir && *dir ? dir : "/tmp/nvidia-mps") + "/control";
   return access(control.c_str(), F_OK) == 0;
-}
-
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return h;
 }
 
 // The communicator's allgather of plain bytes, as the device executors take it.

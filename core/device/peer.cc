@@ -159,7 +159,7 @@ class PeerGroup {
     std::map<Key, Placed> cache;                 // collectives
     std::map<std::string, Placed> messageCache;  // batches of sends and receives
     std::vector<Window> windows;                 // shared with the other processes
-    std::set<Stream> streams;  // launched on since the last quiesce (sharing windows waits)
+    std::set<Stream> streams;  // launched on since the last quiesce (windows shared only)
     std::mutex mu;  // the above: one thread per rank at a time, but a group may span threads
   };
 
@@ -608,7 +608,7 @@ class PeerGroup {
       it = r.messageCache.emplace(key, std::move(placed)).first;
     }
     peer::Launch l = launchFor(r, it->second);
-    r.streams.insert(msgs.front()->stream);
+    if (windowsShareable_) r.streams.insert(msgs.front()->stream);
     for (size_t i = 0; i < msgs.size(); ++i)
       l.buffers[i] =
           msgs[i]->kind == BatchOp::Kind::kSend ? const_cast<void*>(msgs[i]->send) : msgs[i]->recv;
@@ -620,7 +620,7 @@ class PeerGroup {
     peer::Launch l = launchFor(r, *placed);
     l.input = op.send;
     l.output = op.recv;
-    r.streams.insert(op.stream);
+    if (windowsShareable_) r.streams.insert(op.stream);
     return dev_->launch(l, placed->header, op.stream);
   }
 

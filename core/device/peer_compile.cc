@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "base/collectives.h"
+#include "base/hash.h"
 
 namespace tutti::device {
 
@@ -323,17 +324,12 @@ Result<PeerProgram> compilePeer(const CollShape& shape, const algo::AlgorithmInf
     pieces.push_back({k * piece, std::min<uint64_t>(piece, shape.count - k * piece)});
   // What every rank's program of this call shares (FNV-1a): a direct receiver checks the
   // sender's CallRecord against it.
-  h.shape = 1469598103934665603ull;
-  auto mix = [&h](uint64_t v) {
-    for (int b = 0; b < 8; ++b) h.shape = (h.shape ^ ((v >> (8 * b)) & 0xFF)) * 1099511628211ull;
-  };
-  for (const uint64_t v : {static_cast<uint64_t>(shape.coll), shape.count,
-                           static_cast<uint64_t>(shape.dtype), static_cast<uint64_t>(shape.op),
-                           static_cast<uint64_t>(info.rooted ? shape.root : 0),
-                           static_cast<uint64_t>(shape.nranks),
-                           static_cast<uint64_t>(config.protocol), nch, npieces, piece})
-    mix(v);
-  for (const char c : algo.name) mix(static_cast<unsigned char>(c));
+  const uint64_t identity[] = {static_cast<uint64_t>(shape.coll),  shape.count,
+                               static_cast<uint64_t>(shape.dtype), static_cast<uint64_t>(shape.op),
+                               static_cast<uint64_t>(info.rooted ? shape.root : 0),
+                               static_cast<uint64_t>(shape.nranks),
+                               static_cast<uint64_t>(config.protocol), nch, npieces, piece};
+  h.shape = fnv1a(algo.name, fnv1a(identity, sizeof identity));
 
   // Rank `rank`'s rounds and ops; every rank's when direct messages need the pairs' both ends.
   auto opsOf = [&](int rank) -> Result<RankOps> {

@@ -123,15 +123,49 @@ std::string kernelError(EmuPeerDevice& dev) {
   return dev.kernelErrors_.empty() ? "" : dev.kernelErrors_.front();
 }
 
-// This rank's part of a call, checked against the engine: "" or what went wrong.
+// A window of `bytes` at 4 KiB into a device allocation of this rank's (so that the window
+// starts at an offset in the allocation CUDA IPC shares).
+struct DeviceWindow {
+  EmuPeerDevice* dev = nullptr;
+  void* allocation = nullptr;
+  unsigned char* base = nullptr;
+  size_t bytes = 0;
+  ~DeviceWindow() {
+    if (allocation) dev->freeDevice(allocation);
+  }
+};
+
+Status allocateWindow(DeviceWindow& w, EmuPeerDevice& dev, size_t bytes) {
+  TUTTI_TRY_ASSIGN(void* a, dev.allocDevice(bytes + 8192));
+  w.dev = &dev;
+  w.allocation = a;
+  w.base = static_cast<unsigned char*>(a) + 4096;
+  w.bytes = bytes;
+  return Status::ok();
+}
+
+// This rank's part of a call, checked against the engine: "" or what went wrong. With `w`, the
+// rank's buffers lie in that window (copied in before, out after, and scribbled over so that a
+// peer still reading would get wrong bits); else where the reference put them.
 std::string runCall(RankState& s, EmuPeerDevice& dev, Coll coll, size_t count, DataType dtype,
-                    int root, bool inPlace, int rank, int nranks) {
+                    int root, bool inPlace, int rank, int nranks, const DeviceWindow* w = nullptr) {
   Reference ref = reference(CollShape{coll, 0, nranks, count, dtype, RedOp::kSum, root, inPlace});
   if (!ref.err.empty()) return ref.err;
-  std::vector<BatchOp> ops{collOp(coll, ref.users[rank], count, dtype, RedOp::kSum, root, "test")};
+  UserRank& u = ref.users[rank];
+  std::vector<BatchOp> ops{collOp(coll, u, count, dtype, RedOp::kSum, root, "test")};
+  if (w) {
+    if (u.mem.size() > w->bytes) return fmt::format("{} bytes exceed the window", u.mem.size());
+    std::memcpy(w->base, u.mem.data(), u.mem.size());
+    ops[0].send = w->base + u.sendOff;
+    ops[0].recv = w->base + u.recvOff;
+  }
   if (Status st = submit(s, ops); !st.isOk()) return "submit: " + st.message();
   if (std::string k = kernelError(dev); !k.empty()) return "kernel: " + k;
-  std::string err = compareMemory({ref.users[rank]}, {ref.want[rank]}, dtype);
+  if (w) {
+    std::memcpy(u.mem.data(), w->base, u.mem.size());
+    std::memset(w->base, 0xA5, w->bytes);
+  }
+  std::string err = compareMemory({u}, {ref.want[rank]}, dtype);
   return err.empty() ? err : fmt::format("rank {}: {}", rank, err);
 }
 
@@ -281,53 +315,6 @@ std::string otherSettings(RankState& s, EmuPeerDevice&, int rank, int) {
   return "";
 }
 
-// A window of `bytes` at 4 KiB into a device allocation of this rank's (so that the window
-// starts at an offset in the allocation CUDA IPC shares).
-struct DeviceWindow {
-  EmuPeerDevice* dev = nullptr;
-  void* allocation = nullptr;
-  unsigned char* base = nullptr;
-  size_t bytes = 0;
-  ~DeviceWindow() {
-    if (allocation) dev->freeDevice(allocation);
-  }
-};
-
-Status allocateWindow(DeviceWindow& w, EmuPeerDevice& dev, size_t bytes) {
-  TUTTI_TRY_ASSIGN(void* a, dev.allocDevice(bytes + 8192));
-  w.dev = &dev;
-  w.allocation = a;
-  w.base = static_cast<unsigned char*>(a) + 4096;
-  w.bytes = bytes;
-  return Status::ok();
-}
-
-// runCall with this rank's buffers in `w` (or, with `outside`, where the reference put them),
-// with direct messages on: "" or what went wrong.
-std::string runInWindow(RankState& s, EmuPeerDevice& dev, const DeviceWindow& w, Coll coll,
-                        size_t count, int root, bool inPlace, int rank, int nranks,
-                        bool outside = false) {
-  const DataType dtype = reducing(coll) ? DataType::kInt32 : DataType::kFloat32;
-  Reference ref = reference(CollShape{coll, 0, nranks, count, dtype, RedOp::kSum, root, inPlace});
-  if (!ref.err.empty()) return ref.err;
-  UserRank& u = ref.users[rank];
-  if (u.mem.size() > w.bytes) return fmt::format("{} bytes do not fit the window", u.mem.size());
-  std::vector<BatchOp> ops{collOp(coll, u, count, dtype, RedOp::kSum, root, "test")};
-  if (!outside) {
-    std::memcpy(w.base, u.mem.data(), u.mem.size());
-    ops[0].send = w.base + u.sendOff;
-    ops[0].recv = w.base + u.recvOff;
-  }
-  if (Status st = submit(s, ops); !st.isOk()) return "submit: " + st.message();
-  if (std::string k = kernelError(dev); !k.empty()) return "kernel: " + k;
-  if (!outside) {
-    std::memcpy(u.mem.data(), w.base, u.mem.size());
-    std::memset(w.base, 0xA5, w.bytes);  // a peer still reading would get these
-  }
-  std::string err = compareMemory({u}, {ref.want[rank]}, dtype);
-  return err.empty() ? err : fmt::format("rank {}: {}", rank, err);
-}
-
 // Every rank shares a window of device memory; collectives whose buffers lie in the windows
 // read their peers' buffers in place (direct programs) and are exact; a window one rank cannot
 // share (host memory) stays local on every rank; unsharing unmaps the others' windows.
@@ -346,7 +333,8 @@ std::string windows(RankState& s, EmuPeerDevice& dev, int rank, int nranks) {
       for (bool inPlace : {false, true})
         for (int root : {0, nranks - 1}) {
           if (root != 0 && !rooted(coll)) continue;
-          std::string err = runInWindow(s, dev, w, coll, count, root, inPlace, rank, nranks);
+          const DataType dtype = reducing(coll) ? DataType::kInt32 : DataType::kFloat32;
+          std::string err = runCall(s, dev, coll, count, dtype, root, inPlace, rank, nranks, &w);
           if (!err.empty())
             return fmt::format("{} count={} root={}{}: {}", collName(coll), count, root,
                                inPlace ? " in place" : "", err);
@@ -365,7 +353,8 @@ std::string windows(RankState& s, EmuPeerDevice& dev, int rank, int nranks) {
   if (dev.openedCount() != arenas)
     return fmt::format("{} mappings after unsharing, not {}", dev.openedCount(), arenas);
   // Without a shared window the same calls take the FIFOs.
-  std::string err = runInWindow(s, dev, w, Coll::kAllReduce, 5000, 0, false, rank, nranks);
+  std::string err =
+      runCall(s, dev, Coll::kAllReduce, 5000, DataType::kInt32, 0, false, rank, nranks, &w);
   if (!err.empty()) return "after unsharing: " + err;
   if (dev.directLaunches_.load() != direct) return "a direct program ran after unsharing";
   return "";
@@ -379,8 +368,8 @@ std::string windowOnOneRank(RankState& s, EmuPeerDevice& dev, int rank, int nran
   if (Status st = allocateWindow(w, dev, 1 << 20); !st.isOk()) return st.message();
   if (Status st = sharePeerWindow(*s.group, rank, w.base, w.bytes, s.allgather); !st.isOk())
     return "share: " + st.message();
-  const std::string err =
-      runInWindow(s, dev, w, Coll::kAllGather, 20000, 0, false, rank, nranks, rank == 0);
+  const std::string err = runCall(s, dev, Coll::kAllGather, 20000, DataType::kFloat32, 0, false,
+                                  rank, nranks, rank == 0 ? nullptr : &w);
   if (rank == 1 &&
       err.find("peer 0 did not run this call with direct messages") == std::string::npos)
     return "rank 1: " + (err.empty() ? std::string("no error") : err);
