@@ -223,6 +223,60 @@ TEST_CASE("every registered algorithm is correct on an in-memory mailbox", "[sch
   }
 }
 
+TEST_CASE("hierarchical_pipelined runs the hierarchical allreduce in pieces", "[schedule]") {
+  // From 512 KiB the vector is cut into pieces of at least 256 KiB (at most 8), piece p's stage t
+  // in round p + t: 2(L-1) + 2(H-1) + P - 1 rounds ("hierarchical" runs one piece). Counts of
+  // float64: 320 KiB (declined: one piece), 512 KiB (2 pieces), 2.4 MB (8, capped). Results exact
+  // on every layout, in and out of place.
+  for (std::string_view name : {"hierarchical", "hierarchical_pipelined"}) {
+    const AlgorithmInfo* algo = find(Coll::kAllReduce, name);
+    REQUIRE(algo != nullptr);
+    for (int n : {4, 6, 8}) {
+      for (const std::vector<int>& hostOf : hostLayouts(n)) {
+        if (hostOf.empty()) continue;
+        const int H = *std::max_element(hostOf.begin(), hostOf.end()) + 1, L = n / H;
+        for (auto [count, pieces] : {std::pair{size_t{40960}, size_t{1}},
+                                     std::pair{size_t{65536}, size_t{2}},
+                                     std::pair{size_t{300007}, size_t{8}}}) {
+          for (bool inPlace : {false, true}) {
+            CollShape shape{Coll::kAllReduce, 0, n, count, DataType::kFloat64, RedOp::kSum, 0,
+                            inPlace};
+            shape.hostOf = hostOf;
+            INFO(fmt::format("{} nranks={} count={} {} hostOf=[{}]", name, n, count,
+                             inPlace ? "in place" : "out of place", fmt::join(hostOf, ",")));
+            const bool pipelined = name == "hierarchical_pipelined";
+            REQUIRE(algo->supports(shape) == (!pipelined || pieces > 1));
+            if (!algo->supports(shape)) continue;
+            if (!pipelined) pieces = 1;
+            std::vector<RankState> ranks(n);
+            for (int r = 0; r < n; ++r) {
+              CollShape sr = shape;
+              sr.rank = r;
+              auto sched = algo->build(sr);
+              REQUIRE(sched.isOk());
+              ranks[r].sched = std::move(sched).value();
+              REQUIRE(ranks[r].sched.rounds.size() == 2 * (L - 1) + 2 * (H - 1) + pieces - 1);
+              setUpBuffers(sr, ranks[r]);
+              if (inPlace) {
+                ranks[r].inputInOutput = true;
+                ranks[r].output = ranks[r].input;
+              }
+            }
+            const std::string err = run(ranks);
+            INFO(err);
+            REQUIRE(err.empty());
+            for (int r = 0; r < n; ++r)
+              for (size_t i = 0; i < count; ++i) {
+                auto [v, off] = ranks[r].at(Buf::kOutput, i);
+                if ((*v)[off] != *expected(shape, r, i)) FAIL("rank " << r << " element " << i);
+              }
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("every allreduce algorithm leaves the same bits on every rank", "[schedule]") {
   // Floating-point sums depend on their grouping: with inputs of both signs around 1e16 (whose
   // ulp is 2), two groupings of the same n inputs round differently. Data-parallel training
