@@ -154,11 +154,11 @@ TEST_CASE("a topology file with 2 hosts makes hierarchical algorithms run exactl
   runOnRanks(4, "shm", [](Communicator& c) -> int {
     for (const char* name : {"hierarchical", "hierarchical_leader", "hierarchical_pipelined"}) {
       TUTTI_CHILD_CHECK(c.setAlgorithm(Coll::kAllReduce, name).isOk());
-      auto choice = c.algorithmFor(Coll::kAllReduce, 1000003, DataType::kFloat32);
+      auto choice = c.algorithmFor(Coll::kAllReduce, 2097155, DataType::kFloat32);
       TUTTI_CHILD_CHECK(choice.isOk() && choice->algorithm == name && choice->predictedUs > 0);
-      // hierarchical_pipelined runs 200003 floats in 3 pieces and 1000003 in 8; it declines the
-      // small counts, which then run the model's choice.
-      for (size_t count : {size_t{1}, size_t{5}, size_t{200003}, size_t{1000003}})
+      // hierarchical_pipelined runs 2097155 floats (8 MiB + 12 bytes) in 4 pieces; it declines
+      // the smaller counts, which then run the model's choice.
+      for (size_t count : {size_t{1}, size_t{5}, size_t{1000003}, size_t{2097155}})
         if (allReduceExact(c, count, name)) return 1;
     }
     TUTTI_CHILD_CHECK(c.setAlgorithm(Coll::kAllReduce, "").isOk());
