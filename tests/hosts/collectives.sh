@@ -3,7 +3,8 @@
 # host, tcp between hosts), tutti-perf sweeps with -c 1 over every dtype and op, and every
 # algorithm (tutti-perf exits nonzero on any wrong element). Each sweep must report 0 wrong
 # values, rank 0's transports line must read self/shm to the ranks of its host and tcp to the
-# others, and every rank must run on the host it was placed on.
+# others, and every rank must run on the host it was placed on. Last, the pipelined hierarchical
+# allreduce at 4 and 12 MiB (below 4 MiB it declines), every row checked to have run it.
 # usage: collectives.sh HOSTS_SH TUTTI_PERF HxR SUBNET [tutti-perf args...]
 set -u
 HOSTS=$1 PERF=$2 SHAPE=$3 SUBNET=$4
@@ -29,21 +30,28 @@ want="# Using transports: $(transports_of 0)"
 # of the collective (--algo all) over a few.
 colls=(allreduce reducescatter reduce allgather broadcast alltoall gather scatter sendrecv)
 runs=0
-for run in "${colls[@]/%/:auto}" "${colls[@]/%/:all}"; do
+# Then the pipelined hierarchical allreduce, which needs 4 MiB and more (the sweeps stop below).
+for run in "${colls[@]/%/:auto}" "${colls[@]/%/:all}" allreduce:pipelined; do
   coll=${run%:*}
-  if [ "${run#*:}" = auto ]; then
-    args=(-d all -o all)
-  else
-    args=(--algo all --rounds 1 -d int8,float,bfloat16 -o sum,max)
-  fi
+  case ${run#*:} in
+    auto) args=(-d all -o all) ;;
+    all) args=(--algo all --rounds 1 -d int8,float,bfloat16 -o sum,max) ;;
+    pipelined) args=(--algo hierarchical_pipelined -d float,int32 -o sum,max) ;;
+  esac
   # Rooted collectives: root 0 and the last rank, on the last host.
   case $coll in reduce | broadcast | gather | scatter) args+=(-r "0,$((N - 1))") ;; esac
+  sizes=("$@")
+  [ "${run#*:}" = pipelined ] && sizes=(-b 4M -e 12M -f 3)
   run_hosts --emulate "$SHAPE" --subnet "$SUBNET" --name "$tag" --timeout 120 -- \
-    "$PERF" --coll "$coll" -c 1 -n 1 -w 0 "${args[@]}" "$@"
+    "$PERF" --coll "$coll" -c 1 -n 1 -w 0 "${args[@]}" "${sizes[@]}"
   echo "$coll ${args[*]}: harness exited $rc after $elapsed_s s"
   [ "$rc" -eq 0 ] || fail "$coll: the job failed (exit $rc)"
   runs=$((runs + 1))
   grep -q "^\[0\] # Out of bounds values : 0 OK" "$out" || fail "$coll: no '0 OK' line"
+  if [ "${run#*:}" = pipelined ]; then  # 4 and 12 MiB, each dtype and op: every row ran it
+    n=$(grep -cE "^\[0\] +[0-9]+ .* hierarchical_pipelined " "$out")
+    [ "$n" -eq 8 ] || fail "allreduce: $n rows ran hierarchical_pipelined, expected 8"
+  fi
   got=$(grep "^\[0\] # Using transports:" "$out" | sed 's/^\[0\] //')
   [ "$got" = "$want" ] || fail "$coll: transports line '$got', expected '$want'"
   for ((r = 0; r < N; r++)); do
