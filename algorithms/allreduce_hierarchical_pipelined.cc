@@ -9,8 +9,9 @@
 // round the pieces' steps go to a peer in piece order on both sides, so sends and receives pair
 // up. Across 2 emulated hosts of 2 ranks at 10 Gbit/s (docs/PERFORMANCE.md, best of 6 launches
 // each) it took 0.80-0.95x of the unpipelined time from 4 to 64 MiB; pieces of 256 KiB or 1 MiB
-// were slower than one piece at 512 KiB-8 MiB there (4 ranks and the kernel's network work on 2
-// cores: the more the phases overlap, the more often a rank waits for a CPU).
+// were no faster than one piece at 512 KiB-8 MiB there, and often slower (4 ranks and the
+// kernel's network work on 2 cores: the more the phases overlap, the more often a rank waits for
+// a CPU).
 // Rounds: T + P - 1, each as slow as the slowest stage it holds. Cost: about (T + P - 1) alpha +
 // max(2(H-1)/(HL) S beta_n, 2(L-1)/L S beta_l) + (T - 1) S/P beta (the fill and drain) +
 // reductions. Needs CollShape::hostOf with H >= 2 groups of L >= 2 ranks each and at least two
