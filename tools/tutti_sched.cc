@@ -37,11 +37,13 @@ const char* const kHelp = R"(usage: tutti-sched <command> [options]
   list
       one line per registered algorithm: <collective> <algorithm> <summary>
   verify (--all | --coll C [--algo A] | --file F) [--nranks 1-64] [--count LIST]
-         [--root all|LIST] [--inplace both|yes|no]
+         [--root all|LIST] [--inplace both|yes|no] [--per-host L]
       symbolic verification; LIST is comma-separated numbers with K/M/G suffixes and the
       tokens n-1, n+1, n/2 (relative to nranks); --nranks takes ranges (1-64) and lists.
       Defaults: --nranks 1-16 --count 0,1,n-1,n+1,1009 --root 0,1,n/2,n-1 --inplace both;
-      --file F verifies a JSON schedule (docs/SCHEDULES.md) at the file's own nranks
+      --file F verifies a JSON schedule (docs/SCHEDULES.md) at the file's own nranks;
+      --per-host L puts rank r on host r / L where nranks is a multiple of L with 2+ hosts
+      (hierarchical algorithms decline without hosts; the others ignore them)
   predict --coll C [--algo A] [--sizes 8:256M] [--dtype float] [--root N] [--link-file F]
           (--nranks N [--link shm|tcp] [--latency-us X] [--bandwidth-gbps Y] [--reduce-gbps Z]
            | --topo FILE [--nranks N])
@@ -53,7 +55,7 @@ const char* const kHelp = R"(usage: tutti-sched <command> [options]
       machine a topology file describes (docs/TOPOLOGY.md; its ranks, or N ranks on its first
       host), costed as the library costs it there (hierarchical algorithms included);
       --link-file: a link-model file (TUTTI_LINK_FILE's format) applied last
-  dump --coll C --algo A --nranks N --rank R --count K [--root N] [--inplace]
+  dump --coll C --algo A --nranks N --rank R --count K [--root N] [--inplace] [--per-host L]
       prints one rank's schedule
 )";
 
@@ -234,7 +236,26 @@ struct Sweep {
   std::vector<int> nranks;
   RelList counts, roots;
   std::vector<bool> placements;
+  int perHost = 0;  // --per-host: ranks per host (0: no host map)
 };
+
+// --per-host L: rank r on host r / L, when n ranks make 2+ whole hosts; else no host map.
+std::vector<int> hostMap(int n, int perHost) {
+  std::vector<int> hostOf;
+  if (perHost <= 0 || n % perHost != 0 || n / perHost < 2) return hostOf;
+  for (int r = 0; r < n; ++r) hostOf.push_back(r / perHost);
+  return hostOf;
+}
+
+// Parses --per-host into `out` (0 when absent); false on a bad value.
+bool parsePerHost(const Options& o, int& out) {
+  out = 0;
+  if (!o.has("per-host")) return true;
+  uint64_t v = 0;
+  if (!parseNumber(o.get("per-host"), v) || v < 1 || v > 4096) return false;
+  out = static_cast<int>(v);
+  return true;
+}
 
 std::string placementName(bool inPlace) { return inPlace ? "in-place" : "out-of-place"; }
 
@@ -253,6 +274,7 @@ bool sweepOne(const std::string& label, Coll coll, const Sweep& sw, Supports&& s
           if (inPlace && !inPlaceDefined(coll)) continue;
           CollShape s{coll,   0, n, count, DataType::kFloat32, RedOp::kSum, static_cast<int>(root),
                       inPlace};
+          s.hostOf = hostMap(n, sw.perHost);
           if (!supports(s)) {
             ++declined;
             continue;
@@ -297,6 +319,8 @@ int cmdVerify(const Options& o) {
   else
     return usage("--inplace: expected both, yes or no, got '{}'", place);
 
+  if (!parsePerHost(o, sw.perHost))
+    return usage("--per-host: expected a number of ranks per host, got '{}'", o.get("per-host"));
   const int modes = o.has("all") + o.has("coll") + o.has("file");
   if (modes != 1) return usage("verify needs exactly one of --all, --coll C, --file F");
   if (o.has("algo") && !o.has("coll")) return usage("--algo needs --coll");
@@ -570,8 +594,13 @@ int cmdDump(const Options& o) {
               RedOp::kSum,
               static_cast<int>(root),
               o.has("inplace")};
-  fmt::print("# {} {} nranks={} rank={} count={} root={} {}\n", collName(coll), a->name, n, rank,
-             count, root, placementName(s.inPlace));
+  int perHost = 0;
+  if (!parsePerHost(o, perHost))
+    return usage("--per-host: expected a number of ranks per host, got '{}'", o.get("per-host"));
+  s.hostOf = hostMap(n, perHost);
+  fmt::print("# {} {} nranks={} rank={} count={} root={} {}{}\n", collName(coll), a->name, n,
+             rank, count, root, placementName(s.inPlace),
+             s.hostOf.empty() ? "" : fmt::format(" hosts={}x{}", n / perHost, perHost));
   if (a->supports && !a->supports(s)) {
     fmt::print("# declined: {} {} does not support this shape\n", collName(coll), a->name);
     return 1;
@@ -604,7 +633,8 @@ int run(int argc, char** argv) {
   }
   if (cmd == "verify") {
     Options o = parseOptions(
-        argc, argv, {"coll", "algo", "file", "nranks", "count", "root", "inplace"}, {"all"});
+        argc, argv, {"coll", "algo", "file", "nranks", "count", "root", "inplace", "per-host"},
+        {"all"});
     return o.error.empty() ? cmdVerify(o) : usage("{}", o.error);
   }
   if (cmd == "predict") {
@@ -616,7 +646,8 @@ int run(int argc, char** argv) {
   }
   if (cmd == "dump") {
     Options o =
-        parseOptions(argc, argv, {"coll", "algo", "nranks", "rank", "count", "root"}, {"inplace"});
+        parseOptions(argc, argv, {"coll", "algo", "nranks", "rank", "count", "root", "per-host"},
+                     {"inplace"});
     return o.error.empty() ? cmdDump(o) : usage("{}", o.error);
   }
   return usage("unknown command '{}' (list, verify, predict, dump)", cmd);

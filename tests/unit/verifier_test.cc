@@ -1,11 +1,16 @@
 // File: tests/unit/verifier_test.cc
 // The schedule verifier (algorithms/verifier.h): it accepts every registered algorithm over
-// nranks 1..16, counts from 0 to 1<<20, roots and placements, and rejects hand-built broken
-// schedules, one per check, with a message that names the rank, round and step.
+// nranks 1..16, counts from 0 to 1<<20, roots and placements (hierarchical ones on multi-host
+// layouts, nranks 2..12), and rejects hand-built broken schedules, one per check, with a message
+// that names the rank, round and step.
 #include "algorithms/verifier.h"
 
 #include <catch2/catch.hpp>
 #include <chrono>
+
+#include <fmt/ranges.h>
+
+#include "tests/unit/host_layouts.h"
 
 namespace tutti::algo {
 namespace {
@@ -105,6 +110,45 @@ TEST_CASE("the verifier accepts every registered algorithm", "[verifier]") {
   }
   // Run-length buffers: a count of 1<<20 costs what a count of 1 costs.
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(60));
+}
+
+TEST_CASE("the verifier accepts every hierarchical algorithm on multi-host layouts",
+          "[verifier]") {
+  // The test above gives no host map, so hierarchical algorithms decline there. Here every
+  // algorithm that declines without one runs on hostLayouts (hosts of 2 and of 3 ranks, ranks
+  // dealt round-robin over 2 hosts), with counts up to 8 MiB + 12 bytes of float, where the
+  // pipelined hierarchical allreduce cuts 2 and 4 pieces.
+  size_t verified = 0, pipelined = 0;
+  for (const AlgorithmInfo& algo : registry()) {
+    if (algo.loaded) continue;
+    for (int n = 2; n <= 12; ++n) {
+      for (const std::vector<int>& hostOf : hostLayouts(n)) {
+        if (hostOf.empty()) continue;
+        for (size_t count : {size_t{0}, size_t{1}, static_cast<size_t>(n + 1), size_t{1009},
+                             size_t{1} << 20, (size_t{1} << 21) + 3}) {
+          for (bool inPlace : {false, true}) {
+            if (inPlace && !inPlaceDefined(algo.coll)) continue;
+            for (int root : {0, n - 1}) {
+              CollShape s = shapeOf(algo.coll, n, count, inPlace, root);
+              if (!algo.supports || algo.supports(s)) continue;  // runs without a host map
+              s.hostOf = hostOf;
+              if (!algo.supports(s)) continue;
+              Status st = verifyAlgorithm(algo, s);
+              INFO(fmt::format("{} {} nranks={} count={} root={} {} hostOf=[{}]",
+                               collName(algo.coll), algo.name, n, count, root,
+                               inPlace ? "in-place" : "out-of-place", fmt::join(hostOf, ",")));
+              INFO(st.message());
+              REQUIRE(st.isOk());
+              ++verified;
+              pipelined += algo.name == "hierarchical_pipelined";
+            }
+          }
+        }
+      }
+    }
+  }
+  CHECK(verified > 1000);
+  CHECK(pipelined > 0);
 }
 
 TEST_CASE("the verifier is count-oblivious: 64 ranks and 1<<20 elements", "[verifier]") {
