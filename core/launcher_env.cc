@@ -29,7 +29,6 @@ int optInt(const char* name) {
   return n ? static_cast<int>(*n) : -1;
 }
 
-
 // Open MPI 4: OMPI_MCA_orte_hnp_uri="<jobid>.<vpid>;tcp://10.0.0.1,172.17.0.1:45678;..."
 std::string ompiFirstHost() {
   auto uri = env::get({"OMPI_MCA_orte_hnp_uri", "PMIX_SERVER_URI41", "PMIX_SERVER_URI4"});
