@@ -138,6 +138,7 @@ class RoundRunner {
     busy_.assign(peers.begin(), peers.end());
     roundBase_ = wireBytes();
     int pass = 0;
+    SpinClock clock;
     for (;;) {
       bool done = true;
       for (int peer : peers) {
@@ -150,7 +151,7 @@ class RoundRunner {
         SpinWait::spunFor(ctx_, pass);
         break;
       }
-      if (++pass >= ctx_.spinBudget) {
+      if (++pass >= ctx_.spinBudget || clock.spent(pass)) {
         TUTTI_TRY(drive(pass));
         break;
       }

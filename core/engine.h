@@ -79,18 +79,20 @@ struct ExecContext {
   std::atomic<bool>* abort = nullptr;
   std::chrono::milliseconds timeout{0};  ///< 0: none
   /// Idle progress passes before a waiting rank yields its core (then it sleeps). The
-  /// communicator sets 0 when this host runs more ranks than the CPUs we may use: a spinning rank
-  /// would take the core from the peer it waits for.
+  /// communicator sets 0 when this host runs more ranks than the CPUs we may use (a spinning rank
+  /// would take the core from the peer it waits for), 100000 for a rank bound to CPUs no other
+  /// rank of its host uses, else 1000.
   int spinCount = 1000;
   /// The spin budget in use, between min(16, spinCount) and spinCount. With adaptiveSpin it is
   /// adapted wait by wait: a wait that ends while spinning raises it to twice the passes it took;
   /// one that spins it out halves it, and it doubles again when the yields that followed returned
   /// at once (nobody else wanted a CPU). Without adaptiveSpin it stays spinCount.
   int spinBudget = 1000;
-  /// Set by the communicator when this rank may run on several CPUs (not pinned to one): then a
-  /// peer that does not answer while this rank spins may be waiting for the CPU this rank holds
-  /// (another process took the other), and spinning on only delays it. A rank pinned to its own
-  /// CPU spins its full budget: yielding would hand its CPU to whatever else runs there.
+  /// Set by the communicator when this rank may run on several CPUs and is not bound to CPUs of
+  /// its own: then a peer that does not answer while this rank spins may be waiting for the CPU
+  /// this rank holds (another process took the other), and spinning on only delays it. A rank
+  /// bound to CPUs of its own spins its full budget: yielding would hand a CPU to whatever else
+  /// runs there.
   bool adaptiveSpin = false;
   /// The engine's per-round list of peers with posted work; kept here so that a call reuses its
   /// capacity instead of allocating.

@@ -36,7 +36,7 @@ uint64_t movedOver(const ExecContext& ctx, std::span<const int> peers) {
 bool SpinWait::pass() {
   ++idle_;
   if (!spunOut_) {
-    if (idle_ < ctx_.spinBudget) {
+    if (idle_ < ctx_.spinBudget && !clock_.spent(idle_)) {
       cpuRelax();
       return true;
     }

@@ -6,6 +6,7 @@
 // its peer needs, and a rank with a CPU of its own catches an answer without a system call.
 #pragma once
 
+#include <chrono>
 #include <span>
 #include <string_view>
 
@@ -25,6 +26,32 @@ inline void cpuRelax() {
 /// Bytes sent and received plus messages completed over the connections of `peers`: a wait
 /// made progress when this changed.
 uint64_t movedOver(const ExecContext& ctx, std::span<const int> peers);
+
+/// The wall-clock cap on one stretch of spinning: however large the spin budget
+/// (ctx.spinBudget passes), a rank that has spun this long without progress yields. A pass costs
+/// about 10-20 ns over shm but a system call over tcp, so a budget in passes alone would spin
+/// tcp ranks 30-50x longer.
+class SpinClock {
+ public:
+  static constexpr std::chrono::microseconds kMaxSpin{2000};
+  /// Whether a stretch now `idle` passes long has spun past kMaxSpin. The clock is read only
+  /// from pass kFrom on (a short wait never reads it), then every kEvery passes; a stretch that
+  /// this clock did not see reach kFrom counts as spent once past it.
+  bool spent(int idle) {
+    if (idle < kFrom || (idle & (kEvery - 1)) != 0) return false;
+    const auto now = std::chrono::steady_clock::now();
+    if (idle == kFrom) {
+      start_ = now;
+      return false;
+    }
+    return start_ == std::chrono::steady_clock::time_point{} || now - start_ > kMaxSpin;
+  }
+
+ private:
+  static constexpr int kFrom = 1024;
+  static constexpr int kEvery = 256;
+  std::chrono::steady_clock::time_point start_{};
+};
 
 /// One wait's spin-then-yield stretch, with the adaptation of ctx.spinBudget. Not thread-safe:
 /// used by the thread executing the call.
@@ -61,6 +88,7 @@ class SpinWait {
   ExecContext& ctx_;
   int idle_;
   bool spunOut_ = false;    // this idle stretch has spent the spin budget
+  SpinClock clock_;
   int yields_ = 0;          // sched_yield calls since
   bool contended_ = false;  // one of them gave the CPU away (another task was runnable)
 };

@@ -94,14 +94,16 @@ Status joinComm(CommState& s, const UniqueId& id) {
   return Status::ok();
 }
 
-// Allocates a handle whose init runs as `task` (recorded in a group, on the worker when
-// nonblocking, else now). A blocking init that fails frees the handle and stores NULL.
+// Allocates a handle for `state` whose init runs as `task` on `runner` (the new communicator
+// itself, or the parent of a split or shrink): recorded in a group, on the worker when `runner` is
+// nonblocking, else now. A blocking init that fails frees the handle and stores NULL.
 ncclResult_t createComm(ncclComm_t* out, std::shared_ptr<CommState> state,
-                        std::function<Status()> task, const char* api) {
-  auto* h = new ncclComm{kCommMagic, state};
+                        const std::shared_ptr<CommState>& runner, std::function<Status()> task,
+                        const char* api) {
+  auto* h = new ncclComm{kCommMagic, std::move(state)};
   *out = h;
-  const bool deferred = inGroup() || !state->config.blocking;
-  ncclResult_t r = submitTask(state, api, std::move(task));
+  const bool deferred = inGroup() || !runner->config.blocking;
+  ncclResult_t r = submitTask(runner, api, std::move(task));
   if (!deferred && r != ncclSuccess) {
     h->magic = 0;
     delete h;
@@ -143,7 +145,7 @@ ncclResult_t initRankConfig(const char* api, ncclComm_t* comm, int nranks,
   state->cudaDev = cudaDev >= 0 ? cudaDev : currentDevice();
   CommState* raw = state.get();
   return createComm(
-      comm, state, [raw, id] { return joinComm(*raw, id); }, api);
+      comm, state, state, [raw, id] { return joinComm(*raw, id); }, api);
 }
 
 // ---- split and shrink ----
@@ -419,18 +421,10 @@ NCCL_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, ncclC
   child->config = cfg;
   child->cudaDev = parent->cudaDev;
   child->nranks = 1;  // set by the split
-  auto* h = new ncclComm{kCommMagic, child};
-  *newcomm = h;
-  const bool deferred = inGroup() || !parent->config.blocking;
-  ncclResult_t r = submitTask(parent, "ncclCommSplit", [p = parent.get(), c = child, color, key] {
-    return doSplit(*p, color, key, c.get());
-  });
-  if (!deferred && r != ncclSuccess) {
-    h->magic = 0;
-    delete h;
-    *newcomm = nullptr;
-  }
-  return r;
+  return createComm(
+      newcomm, child, parent,
+      [p = parent.get(), c = child, color, key] { return doSplit(*p, color, key, c.get()); },
+      "ncclCommSplit");
 }
 
 NCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int* excludeRanksList,
@@ -476,20 +470,12 @@ NCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int* excludeRanksList,
   auto child = std::make_shared<CommState>();
   child->config = cfg;
   child->cudaDev = parent->cudaDev;
-  auto* h = new ncclComm{kCommMagic, child};
-  *newcomm = h;
-  const bool deferred = inGroup() || !parent->config.blocking;
-  ncclResult_t r = submitTask(parent, "ncclCommShrink",
-                              [p = parent.get(), c = child, survivors, shrinkFlags,
-                               seq = parent->shrinks.fetch_add(1)] {
-                                return doShrink(*p, survivors, c.get(), shrinkFlags, seq);
-                              });
-  if (!deferred && r != ncclSuccess) {
-    h->magic = 0;
-    delete h;
-    *newcomm = nullptr;
-  }
-  return r;
+  return createComm(newcomm, child, parent,
+                    [p = parent.get(), c = child, survivors, shrinkFlags,
+                     seq = parent->shrinks.fetch_add(1)] {
+                      return doShrink(*p, survivors, c.get(), shrinkFlags, seq);
+                    },
+                    "ncclCommShrink");
 }
 
 // ---- errors and queries ----
