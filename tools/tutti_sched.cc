@@ -268,13 +268,14 @@ bool sweepOne(const std::string& label, Coll coll, const Sweep& sw, Supports&& s
     std::vector<uint64_t> counts =
         coll == Coll::kBarrier ? std::vector<uint64_t>{0} : sw.counts.eval(n, UINT64_MAX);
     std::vector<uint64_t> roots = rooted(coll) ? sw.roots.eval(n, n) : std::vector<uint64_t>{0};
+    const std::vector<int> hostOf = hostMap(n, sw.perHost);
     for (uint64_t count : counts)
       for (uint64_t root : roots)
         for (bool inPlace : sw.placements) {
           if (inPlace && !inPlaceDefined(coll)) continue;
           CollShape s{coll,   0, n, count, DataType::kFloat32, RedOp::kSum, static_cast<int>(root),
                       inPlace};
-          s.hostOf = hostMap(n, sw.perHost);
+          s.hostOf = hostOf;
           if (!supports(s)) {
             ++declined;
             continue;
