@@ -332,10 +332,23 @@ Result<std::vector<std::string>> Bootstrap::allGather(const std::string& mine) {
   for (int k = 0; k < nranks_ - 1; ++k) {
     const int sendIdx = (rank_ - k + nranks_) % nranks_;
     const int recvIdx = (rank_ - k - 1 + nranks_) % nranks_;
-    auto got = net::exchange(next_.get(), all[sendIdx], prev_.get(), deadline,
-                             fmt::format("bootstrap allgather (rank {}/{}, step {}, waiting for "
+    const std::string what = fmt::format("bootstrap allgather (rank {}/{}, step {}, waiting for "
                                          "rank {})",
-                                         rank_, nranks_, k, (rank_ + nranks_ - 1) % nranks_));
+                                         rank_, nranks_, k, (rank_ + nranks_ - 1) % nranks_);
+    std::optional<std::string> early;  // this step's block, already read by pollNotice
+    {
+      std::lock_guard<std::mutex> lock(ringMu_);
+      if (!ringEarly_.empty()) {
+        early = std::move(ringEarly_.front());
+        ringEarly_.pop_front();
+      }
+    }
+    if (early) {
+      TUTTI_TRY(net::sendMsg(next_.get(), all[sendIdx], deadline, what));
+      all[recvIdx] = std::move(*early);
+      continue;
+    }
+    auto got = net::exchange(next_.get(), all[sendIdx], prev_.get(), deadline, what);
     if (!got.isOk()) return got.status();
     all[recvIdx] = std::move(got).value();
   }
@@ -455,17 +468,19 @@ std::optional<wire::Notice> Bootstrap::pollNotice(std::chrono::milliseconds wait
       // A neighbour that closed its ring socket just exited or destroyed its communicator; that
       // alone says nothing about the running call, so the socket is only no longer watched.
       const auto readBy = net::deadlineAfter(std::chrono::milliseconds(200));
-      uint64_t len = 0;
-      Status s = net::recvAll(fds[k].fd, &len, sizeof len, readBy, "bootstrap failure notice");
-      std::string body;
-      if (s.isOk() && len > kMaxNoticeBytes) s = invalidArgument("notice of {} bytes", len);
-      if (s.isOk()) {
-        body.resize(len);
-        s = net::recvAll(fds[k].fd, body.data(), len, readBy, "bootstrap failure notice");
-      }
+      // Read whole, whatever its length: the previous rank may have entered an allGather (its
+      // blocks are up to a host's topology) while this one still waits in a collective.
+      Result<std::string> msg = net::recvMsg(fds[k].fd, readBy, "bootstrap failure notice");
+      Status s = msg.status();
+      std::string body = s.isOk() ? std::move(msg).value() : std::string();
       Result<wire::Notice> n = s.isOk() ? parseNotice(wire::asBytes(body), nranks_)
                                         : Result<wire::Notice>(s);
       if (n.isOk()) return std::move(n).value();
+      if (s.isOk() && i == 1) {  // from prev_: the first step of an allGather; keep it
+        std::lock_guard<std::mutex> lock(ringMu_);
+        ringEarly_.push_back(std::move(body));
+        continue;
+      }
       ringOpen_[i] = false;
       if (s.isOk())
         TUTTI_LOG_WARN(Subsys::kBootstrap, "bootstrap: rank {} ignores a malformed failure notice "

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <chrono>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -71,7 +72,10 @@ class Bootstrap {
   /// why. Safe from any thread; must not run concurrently with allGather/barrier.
   void sendNotice(const wire::Notice& n);
   /// A notice from a ring neighbour, waiting up to `wait` (0: only look). A neighbour that closed
-  /// or sent garbage is no longer watched (logged). Called by the thread executing collectives.
+  /// or sent garbage is no longer watched (logged). A message from the previous rank that is not
+  /// a notice is the first step of an allGather or barrier that rank has already entered (it left
+  /// the last collective sooner): it is kept for that allGather, never dropped. Called by the
+  /// thread executing collectives.
   std::optional<wire::Notice> pollNotice(std::chrono::milliseconds wait);
 
  private:
@@ -87,6 +91,10 @@ class Bootstrap {
   std::mutex noticeMu_;
   bool noticeSent_ = false;
   bool ringOpen_[2] = {true, true};  // next_, prev_ still watched for notices
+  // allGather messages from prev_ that pollNotice read while this rank was still in a collective,
+  // in arrival order; allGather takes them before reading prev_ again.
+  std::mutex ringMu_;
+  std::deque<std::string> ringEarly_;
 };
 
 }  // namespace tutti::bootstrap
