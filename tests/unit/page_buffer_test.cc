@@ -51,3 +51,30 @@ TEST_CASE("PageBuffer: a size it cannot have throws bad_alloc and leaves the buf
   CHECK(b.data()[3] == std::byte{7});
   CHECK(b.size() == PageBuffer::kAlign);
 }
+
+#if defined(__GLIBC__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#include <malloc.h>
+
+#include <cstdlib>
+
+// glibc raises its mmap threshold to the size of each mmapped block that free() returns; a large
+// PageBuffer maps its own pages, so freeing it leaves later malloc calls of that size on mmap
+// (where they do not fragment the heap). hblks counts malloc's mmapped blocks.
+TEST_CASE("PageBuffer: a large buffer freed leaves malloc's mmap threshold where it was",
+          "[page_buffer]") {
+  {
+    PageBuffer b;
+    b.grow(PageBuffer::kMapBytes);
+    CHECK(pageAligned(b.data()));
+    CHECK(b.data()[PageBuffer::kMapBytes - 1] == std::byte{0});
+    b.grow(4 * PageBuffer::kMapBytes);  // mapped to mapped: contents kept, new bytes zero
+    CHECK(b.size() == 4 * PageBuffer::kMapBytes);
+    CHECK(b.data()[4 * PageBuffer::kMapBytes - 1] == std::byte{0});
+  }
+  const size_t before = mallinfo2().hblks;
+  void* p = std::malloc(2 * PageBuffer::kMapBytes);  // above glibc's initial 128 KiB threshold
+  REQUIRE(p != nullptr);
+  CHECK(mallinfo2().hblks == before + 1);
+  std::free(p);
+}
+#endif
