@@ -1,6 +1,7 @@
 // File: core/calibrate.cc
-// TUTTI_CALIBRATE=1: fits the link model to this machine by short exchanges at init, and caches
-// the result per host so that later jobs start at once.
+// TUTTI_CALIBRATE (on unless a topology or link-model file describes the machine): fits the link
+// model to this machine by short exchanges at init, and caches the result per host so that later
+// jobs start at once, after a quick check that the machine still runs at the cached speed.
 //
 // Every rank of the job takes part, so the measurement sees the load the collectives will see
 // (4 ranks on 2 cores pay context switches that 2 ranks on 2 cores do not):
@@ -14,9 +15,10 @@
 //     is divided out.
 //  2. compute: every rank times a float32 sum of two 256 KiB operands (the engine reduces in
 //     slices that fit the cache) and a 256 KiB copy, all ranks at once.
-//  3. network, with several hosts: the first ranks of the first two hosts ping-pong (8 B, 64 KiB
-//     and 1 MiB: half the 8 B round trip is o + alpha, the slope between the other two the
-//     bandwidth) over whatever class joins them (tcp or ib); the other ranks wait.
+//  3. network, with several hosts and TUTTI_CALIBRATE set (not by default): the first ranks of the
+//     first two hosts ping-pong (8 B, 64 KiB and 1 MiB: half the 8 B round trip is o + alpha,
+//     the slope between the other two the bandwidth) over whatever class joins them (tcp or
+//     ib); the other ranks wait.
 // The ranks' results are allgathered and combined the same way on every rank (the slowest pair's
 // latency and bandwidth, the slowest rank's compute), so that every rank has the same model and
 // picks the same algorithms. Each host's first rank writes the combined parameters, as a
@@ -24,9 +26,10 @@
 //   $TUTTI_CALIBRATE_DIR (default $XDG_CACHE_HOME/tutti, else $HOME/.cache/tutti)
 //     /calibration-<hostname>-<ranks on this host>r.json
 // (with "-tcp" before ".json" when the ranks of a host are joined by tcp, TUTTI_TRANSPORTS=tcp)
-// A later job with TUTTI_CALIBRATE=1 and the same number of ranks per host loads those files
-// instead of measuring when every host has one (TUTTI_CALIBRATE=2 measures again). TUTTI_LINK_FILE
-// is applied after, and wins.
+// A later job with the same number of ranks per host loads those files instead of measuring when
+// every host has one and every pair of host-mates, repeating the 8 B and 256 KiB exchanges, lands
+// within kCacheTolerance of the file (else every rank measures again, and the file is rewritten;
+// TUTTI_CALIBRATE=2 always measures). TUTTI_LINK_FILE is applied after, and wins.
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -48,9 +51,11 @@ namespace tutti::detail {
 
 namespace {
 
-TUTTI_PARAM_INT(kCalibrate, "TUTTI_CALIBRATE", nullptr, "TOPO", 0,
-                "1: fit the link model by ping-pongs at init, or load this host's cached fit; "
-                "2: measure again and rewrite the cache");
+TUTTI_PARAM_INT(kCalibrate, "TUTTI_CALIBRATE", nullptr, "TOPO", -1,
+                "0: the fitted defaults; 1: fit the link model by short exchanges at init, or "
+                "load this host's cached fit while a quick check still matches it; 2: measure "
+                "again and rewrite the cache; unset: 1, unless TUTTI_TOPO_FILE or "
+                "TUTTI_LINK_FILE describes the machine (then 0)");
 TUTTI_PARAM_STRING(kCalibrateDir, "TUTTI_CALIBRATE_DIR", nullptr, "TOPO", "",
                    "where calibrations are cached (default $XDG_CACHE_HOME/tutti, else "
                    "$HOME/.cache/tutti)");
@@ -62,6 +67,35 @@ constexpr size_t kComputeBytes = 256 << 10;
 // The memory term's exchange: at least 8 MiB, at least the footprint cache; none when that
 // cache is above 64 MiB (the default factor stays: 2 x 64 MiB per rank is enough to ask).
 constexpr size_t kMemoryExchangeBytes = 8 << 20, kMemoryExchangeMax = 64 << 20;
+// The check of a cached fit: host-mates repeat two of its points, the 8 B exchange and the
+// 256 KiB one, and the cache stands while both land within this factor of it (either way). The
+// run-to-run spread of a quiet machine is inside it (2 ranks: 8 B 0.18-0.22 us over shm, the
+// 256 KiB point 8.9-10.9 GB/s, in six calibrations one after another on the development VM); a
+// VM moved to another placement (memcpy 7 against 12 GB/s) or a fit taken during a hiccup (a
+// tcp 8 B exchange at 17.5 us where 6-8 is usual) is outside it.
+constexpr double kCacheTolerance = 1.35;
+constexpr size_t kCheckBytes = 256 << 10;
+// Before measuring, host-mates exchange 64 KiB untimed about 200 times (2 ms over shm on the
+// development VM): a rank that comes out of a blocking wait (the bootstrap's barrier) runs on a
+// vCPU that had halted, and without this the first points came out 1.5-2x slow there (an 8 B
+// exchange at 0.28 us where 0.16-0.20 is usual, 256 KiB at 7.2 GB/s against 10).
+constexpr size_t kWarmUpBytes = 64 << 10;
+constexpr int kWarmUpIters = 60;  // bestMeanUs: 3 batches of 60 and 12 more
+
+// Whether TUTTI_CALIBRATE is set (not the default).
+bool calibrationAsked() { return !env::get({"TUTTI_CALIBRATE"}).value_or("").empty(); }
+
+// TUTTI_CALIBRATE, or when unset 1 where the model is this machine's own, 0 where a topology or
+// link-model file describes the machine (its figures are the user's, and may be another
+// machine's: a DGX emulated on this one).
+int calibrationMode() {
+  if (!calibrationAsked()) {
+    const bool described = !env::get({"TUTTI_TOPO_FILE"}).value_or("").empty() ||
+                           !env::get({"TUTTI_LINK_FILE"}).value_or("").empty();
+    return described ? 0 : 1;
+  }
+  return static_cast<int>(kCalibrate.get());
+}
 
 double medianOf(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -138,8 +172,8 @@ Result<double> CommImpl::calibrationExchange(int peer, size_t bytes, int iters) 
 }
 
 Status CommImpl::calibrate(const std::vector<int>& hostOfRank) {
-  const int mode = static_cast<int>(kCalibrate.get());
-  if (mode <= 0) return Status::ok();
+  const int mode = calibrationMode();
+  if (mode <= 0 || nranks_ < 2) return Status::ok();  // one rank has no links to fit
   const int myHost = hostOfRank[rank_];
   std::vector<int> local;  // ranks of this host, in rank order
   for (int r = 0; r < nranks_; ++r)
@@ -165,11 +199,58 @@ Status CommImpl::calibrate(const std::vector<int>& hostOfRank) {
       TUTTI_LOG_WARN(Subsys::kTuning, "calibrate: ignoring unreadable cache {}", path);
   }
   TUTTI_TRY_ASSIGN(auto haveAll, net_->boot().allGather(cached.empty() ? "0" : "1"));
-  const bool useCache = std::all_of(haveAll.begin(), haveAll.end(),
-                                    [](const std::string& s) { return s == "1"; });
+  auto allSay1 = [](const std::vector<std::string>& v) {
+    return std::all_of(v.begin(), v.end(), [](const std::string& s) { return s == "1"; });
+  };
+  bool useCache = allSay1(haveAll);
+  // Host-mates pair up in rank order (1st with 2nd, 3rd with 4th, ...; an odd one out idles).
+  const auto me = std::find(local.begin(), local.end(), rank_) - local.begin();
+  const size_t partnerIdx = static_cast<size_t>(me) ^ 1u;
+  const int partner = partnerIdx < local.size() ? local[partnerIdx] : -1;
 
   nlohmann::json mine = nlohmann::json::object();
   const auto t0 = Clock::now();
+  std::string staleWhy;  // why this rank found the cache stale
+  std::string checked;   // what this rank's check measured, for the log
+  if (useCache) {
+    // 1b. Still this machine's speed? Host-mates repeat the cache's 8 B and 256 KiB points.
+    if (partner >= 0) {
+      const uint64_t seqBefore = seq_;
+      const algo::LinkModel& model = selection_.model();
+      const std::string cls = algo::linkClassName(model.linkClass(rank_, partner));
+      const auto file = nlohmann::json::parse(cached);
+      TUTTI_TRY(calibrationExchange(partner, kWarmUpBytes, kWarmUpIters).status());
+      TUTTI_TRY_ASSIGN(double base, calibrationExchange(partner, kSmall, 30));
+      TUTTI_TRY_ASSIGN(double us, calibrationExchange(partner, kCheckBytes, 8));
+      calibBuf_.reset();
+      seq_ = seqBefore;
+      diag_.stats().reset();
+      auto off = [](double now, double then) {
+        return !(then > 0) || now > then * kCacheTolerance || now * kCacheTolerance < then;
+      };
+      if (file.contains(cls) && file[cls].is_object()) {
+        const auto& link = file[cls];
+        const double thenBase = link.value("latency_us", 0.0) + link.value("overhead_us", 0.0);
+        double thenBw = 0;
+        for (const auto& point : link.value("bandwidth_curve", nlohmann::json::array()))
+          if (point.is_array() && point.size() == 2 && point[0].get<double>() == kCheckBytes)
+            thenBw = point[1].get<double>();
+        const double bw = kCheckBytes / std::max(us - base, us / 2) / 1e3;
+        checked = fmt::format(" (checked: {} 8 B exchange {:.2f} us, 256 KiB {:.2f} GB/s)", cls,
+                              base, bw);
+        if (off(base, thenBase))
+          staleWhy = fmt::format("{} 8 B exchange {:.2f} us, cached {:.2f}", cls, base, thenBase);
+        else if (thenBw > 0 && off(bw, thenBw))
+          staleWhy = fmt::format("{} 256 KiB exchange {:.2f} GB/s, cached {:.2f}", cls, bw,
+                                 thenBw);
+      }
+    }
+    TUTTI_TRY_ASSIGN(auto fresh, net_->boot().allGather(staleWhy.empty() ? "1" : "0"));
+    useCache = allSay1(fresh);
+    if (!useCache)
+      TUTTI_LOG_INFO(Subsys::kTuning, "calibrate: the cache {} no longer matches this machine "
+                     "({}): measuring again", path, staleWhy.empty() ? "on another rank" : staleWhy);
+  }
   if (useCache) {
     mine = nlohmann::json::parse(cached);
   } else {
@@ -191,6 +272,7 @@ Status CommImpl::calibrate(const std::vector<int>& hostOfRank) {
       const algo::LinkModel& model = selection_.model();
       const algo::LinkClass cls = model.linkClass(rank_, peer);
       const double o = model.link(rank_, peer).overheadUs;
+      TUTTI_TRY(calibrationExchange(peer, kWarmUpBytes, kWarmUpIters).status());
       TUTTI_TRY_ASSIGN(double base, calibrationExchange(peer, kSmall, 200));
       nlohmann::json curve = nlohmann::json::array();
       double top = 0;  // bandwidth of the largest in-cache exchange
@@ -228,13 +310,8 @@ Status CommImpl::calibrate(const std::vector<int>& hostOfRank) {
       return Status::ok();
     };
     // 2. host-mates in pairs, all pairs at once.
-    const auto me = std::find(local.begin(), local.end(), rank_) - local.begin();
-    const size_t partnerIdx = static_cast<size_t>(me) ^ 1u;
     TUTTI_TRY(net_->boot().barrier());
-    if (partnerIdx < local.size()) {
-      const int peer = local[partnerIdx];
-      TUTTI_TRY(measureOnHost(peer));
-    }
+    if (partner >= 0) TUTTI_TRY(measureOnHost(partner));
     // 3. compute, all ranks at once.
     TUTTI_TRY(net_->boot().barrier());
     {
@@ -254,12 +331,15 @@ Status CommImpl::calibrate(const std::vector<int>& hostOfRank) {
       mine["reduce_gbps"] = kComputeBytes / std::max(1e-3, medianOf(red)) / 1e3;
       mine["copy_gbps"] = kComputeBytes / std::max(1e-3, medianOf(cpy)) / 1e3;
     }
-    // 4. network: the first ranks of the first two hosts.
+    // 4. network: the first ranks of the first two hosts, when TUTTI_CALIBRATE asks. By default
+    // the NICs' speeds stay: a cached network fit is not checked at later inits, and a 1 MiB
+    // ping-pong through a rate limiter (tc tbf) fits in its burst (2.1 GB/s measured through a
+    // 10 Gbit/s shaper, docs/PERFORMANCE.md "Across emulated hosts").
     TUTTI_TRY(net_->boot().barrier());
     int first[2] = {0, -1};  // rank 0 and the first rank on another host
     for (int r = 1; r < nranks_ && first[1] < 0; ++r)
       if (hostOfRank[r] != hostOfRank[0]) first[1] = r;
-    if (first[1] >= 0 && (rank_ == first[0] || rank_ == first[1])) {
+    if (calibrationAsked() && first[1] >= 0 && (rank_ == first[0] || rank_ == first[1])) {
       TUTTI_TRY(measureLink(rank_ == first[0] ? first[1] : first[0], rank_ == first[0],
                             {50, 10, 5}));
     }
@@ -301,7 +381,8 @@ Status CommImpl::calibrate(const std::vector<int>& hostOfRank) {
   TUTTI_TRY(algo::applyLinkText(file.dump(), "calibration", selection_.model()));
   const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
   TUTTI_LOG_INFO(Subsys::kTuning, "calibrate: {} in {:.1f} ms: {}",
-                 useCache ? "loaded " + path : std::string("measured"), ms, links.dump());
+                 useCache ? "loaded " + path + checked : std::string("measured"), ms,
+                 links.dump());
   if (!useCache && rank_ == local.front()) {
     makeDirs(cacheDir());
     const std::string tmp = path + fmt::format(".{}", ::getpid());

@@ -136,13 +136,13 @@ class CommImpl final : public DeviceOwner {
   /// Queues `task` for the progress thread; `a` names it in hang reports.
   void queueTask(const CallArgs& a, std::function<void()> task);
   void selectAlgorithm(Coll coll, const std::string& name);  // "" = default
-  /// TUTTI_CALIBRATE: fits model_ by ping-pongs or loads the per-host cache (core/calibrate.cc).
-  /// hostOfRank: a host index per rank. Collective over all ranks.
+  /// TUTTI_CALIBRATE: fits model_ by short exchanges, or loads and checks the per-host cache
+  /// (core/calibrate.cc). hostOfRank: a host index per rank. Collective over all ranks.
   Status calibrate(const std::vector<int>& hostOfRank);
-  /// Half round trip (us) of `bytes` to and from `peer`, the smallest median of three batches of
+  /// Half round trip (us) of `bytes` to and from `peer`, the smallest mean of three batches of
   /// `iters`; the leader sends first.
   Result<double> calibrationPingPong(int peer, bool leader, size_t bytes, int iters);
-  /// Median time (us, the smallest of three batches' medians) of an exchange: this rank and
+  /// Mean time (us, the smallest of three batches' means) of an exchange: this rank and
   /// `peer` send each other `bytes` bytes at once (one sendRecv each).
   Result<double> calibrationExchange(int peer, size_t bytes, int iters);
   Status failed() const;

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "tests/mp/mp_common.h"
@@ -302,20 +303,88 @@ TEST_CASE("TUTTI_CALIBRATE measures once per host, caches, and the cache feeds t
   }
   CHECK(measured > 0);
   CHECK(measured < kPlausibleUs);
-  // Second job: loads the cache instead of measuring (a doctored file shows through).
-  writeCache(path, slow);
-  CHECK(smallPrediction() >= 100000);
-  // TUTTI_CALIBRATE=2 measures again and rewrites the file.
+  // Second job: loads the cache instead of measuring, once host-mates have checked its 8 B and
+  // 256 KiB exchanges against this machine: a file doctored only where the check does not look
+  // (the reduction rate: 0.0001 GB/s puts the 4 or 8 bytes a rank reduces at 40-80 us) shows
+  // through.
+  std::string good;
   {
-    ScopedEnv again{{"TUTTI_CALIBRATE", "2"}};
-    CHECK(smallPrediction() < kPlausibleUs);
+    std::ifstream f(path);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    good = ss.str();
   }
-  std::ifstream rewritten(path);
-  CHECK(nlohmann::json::parse(rewritten, nullptr, false)["links"]["shm"]["latency_us"]
-            .get<double>() < kPlausibleUs);
+  {
+    auto j = nlohmann::json::parse(good);
+    j["links"]["reduce_gbps"] = 0.0001;
+    writeCache(path, j.dump());
+  }
+  CHECK(smallPrediction() >= 30);
+  // A file whose 8 B exchange is far from this machine's (the check's tolerance is 1.35x) is
+  // measured over and rewritten.
+  writeCache(path, slow);
+  CHECK(smallPrediction() < kPlausibleUs);
+  {
+    std::ifstream rewritten(path);
+    CHECK(nlohmann::json::parse(rewritten, nullptr, false)["links"]["shm"]["latency_us"]
+              .get<double>() < kPlausibleUs);
+  }
+  // TUTTI_CALIBRATE=2 measures again and rewrites the file, matching or not.
+  {
+    auto j = nlohmann::json::parse(good);
+    j["links"]["reduce_gbps"] = 0.0001;
+    writeCache(path, j.dump());
+    ScopedEnv again{{"TUTTI_CALIBRATE", "2"}};
+    CHECK(smallPrediction() < 30);
+  }
   // A damaged cache is measured over, not trusted.
   writeCache(path, "{ not json");
   CHECK(smallPrediction() < kPlausibleUs);
+  // TUTTI_CALIBRATE=0: the defaults, whatever the cache says.
+  writeCache(path, slow);
+  {
+    ScopedEnv off{{"TUTTI_CALIBRATE", "0"}};
+    CHECK(smallPrediction() < kPlausibleUs);
+  }
+  // Unset, calibration is on (the doctored file is checked and measured over) unless a link file
+  // describes the machine, which then is the model as given.
+  {
+    const char* was = std::getenv("TUTTI_CALIBRATE");
+    const std::optional<std::string> saved = was ? std::optional<std::string>(was) : std::nullopt;
+    unsetenv("TUTTI_CALIBRATE");
+    writeCache(path, slow);
+    CHECK(smallPrediction() < kPlausibleUs);
+    CHECK(nlohmann::json::parse(std::ifstream(path), nullptr, false)["links"]["shm"]["latency_us"]
+              .get<double>() < kPlausibleUs);
+    const std::string linkFile = dir + "/links.json";
+    writeCache(linkFile, R"({"links": {"shm": {"latency_us": 50000, "bandwidth_gbps": 1}}})");
+    writeCache(path, slow);
+    {
+      ScopedEnv described{{"TUTTI_LINK_FILE", linkFile}};
+      const double us = smallPrediction();
+      CHECK(us >= 50000);
+      CHECK(us < 100000);  // the link file's latency, not the cache's: no calibration ran
+    }
+    if (saved) setenv("TUTTI_CALIBRATE", saved->c_str(), 1);
+  }
+  std::filesystem::remove_all(dir);
+}
+
+// Calibration runs collectives between bootstrap barriers, and host-mates finish them at
+// different moments: a rank with no partner (3 ranks), or a pair that finishes first, enters the
+// next barrier while its ring neighbour still waits in an exchange. That neighbour used to read
+// the barrier's message as a malformed failure notice and drop it, and init then timed out.
+TEST_CASE("calibration with an odd rank out and pairs that finish apart", "[mp][calibrate]") {
+  char tmpl[] = "/tmp/tutti_calib_XXXXXX";
+  REQUIRE(mkdtemp(tmpl) != nullptr);
+  const std::string dir = tmpl;
+  ScopedEnv env{{"TUTTI_CALIBRATE", "2"}, {"TUTTI_CALIBRATE_DIR", dir}};
+  const int nranks = GENERATE(3, 4, 5);
+  const std::string transport = GENERATE("shm", "tcp");
+  CAPTURE(nranks, transport);
+  runOnRanks(nranks, transport, [&](Communicator& c) -> int {
+    return allReduceExact(c, 1 << 16, "after calibration");
+  }, 120);
   std::filesystem::remove_all(dir);
 }
 
