@@ -153,9 +153,9 @@ Result<double> bestMeanUs(int iters, Once&& once) {
 Result<double> CommImpl::calibrationPingPong(int peer, bool leader, size_t bytes, int iters) {
   calibBuf_.grow(bytes);
   CallArgs send{.coll = Coll::kSendRecv, .send = calibBuf_.data(), .recv = nullptr,
-                .count = bytes, .dtype = DataType::kUint8, .sendPeer = peer, .api = "calibrate"};
+                .count = bytes, .dtype = DataType::kUint8, .sendPeer = peer, .api = kCalibrateApi};
   CallArgs recv{.coll = Coll::kSendRecv, .send = nullptr, .recv = calibBuf_.data(),
-                .count = bytes, .dtype = DataType::kUint8, .recvPeer = peer, .api = "calibrate"};
+                .count = bytes, .dtype = DataType::kUint8, .recvPeer = peer, .api = kCalibrateApi};
   TUTTI_TRY_ASSIGN(double roundTrip, bestMeanUs(iters, [&]() -> Status {
                      TUTTI_TRY(run(leader ? send : recv));
                      return run(leader ? recv : send);
@@ -167,7 +167,7 @@ Result<double> CommImpl::calibrationExchange(int peer, size_t bytes, int iters) 
   calibBuf_.grow(2 * bytes);
   CallArgs both{.coll = Coll::kSendRecv, .send = calibBuf_.data(),
                 .recv = calibBuf_.data() + bytes, .count = bytes, .dtype = DataType::kUint8,
-                .sendPeer = peer, .recvPeer = peer, .api = "calibrate"};
+                .sendPeer = peer, .recvPeer = peer, .api = kCalibrateApi};
   return bestMeanUs(iters, [&] { return run(both); });
 }
 

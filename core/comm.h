@@ -35,6 +35,9 @@
 
 namespace tutti::detail {
 
+/// CallArgs::api of calibration's own exchanges at init (core/calibrate.cc).
+inline constexpr const char* kCalibrateApi = "calibrate";
+
 class WorkState {
  public:
   void finish(Status s);
