@@ -7,6 +7,7 @@
 #include <cstring>
 #include <vector>
 
+#include "algorithms/fusion.h"
 #include "algorithms/simulator.h"
 #include "base/env.h"
 #include "base/log.h"
@@ -81,89 +82,67 @@ size_t fusedRun(std::span<const CallArgs> ops, size_t i, size_t limit) {
   return j - i;
 }
 
-// One plan made of the unfused calls' own plans, round by round: segment k's steps, with its
-// ranges moved to its place in the packed staging buffers, run in round r exactly as they would
-// alone. Every element is therefore reduced by the same algorithm in the same order as without
-// fusion (bit-identical results), while the latency of each round is paid once for all calls.
-// Out-of-place segments read the packed input; in-place ones read and write the packed output
-// only, as they do alone.
-// Only calls whose plans run one algorithm are fused: with different algorithms (one-shot for
-// the small calls, ring for a 16 KiB one under a calibrated model) the merged rounds gave wrong
-// results (tests/nccl "grouped allreduce"). Returns false, having run nothing, when they differ.
-Result<bool> runFused(CommImpl& impl, std::span<const CallArgs> ops) {
+// One plan made of the unfused calls' own plans (algo::fuseSchedules): each call's steps, with its
+// ranges moved to its place in the packed staging buffers, run in the same order as alone, and
+// the calls share rounds where the matching rule allows (a call whose round forwards on some
+// rank shares it only with calls that do not forward there, and goes last in it). Every element
+// is therefore reduced by the same algorithm in the same order as without fusion (bit-identical
+// results), while the latency of a shared round is paid once for all calls. Out-of-place
+// segments read the packed input; in-place ones read and write the packed output only, as they
+// do alone.
+Status runFused(CommImpl& impl, std::span<const CallArgs> ops) {
   const CallArgs& head = ops.front();
   const size_t elem = dataTypeBytes(head.dtype);
   size_t total = 0;
   for (const CallArgs& o : ops) total += o.count;
   TUTTI_TRY_ASSIGN(std::byte * in, staging(impl, 2 * total * elem, head.api));
   std::byte* out = in + total * elem;
-  // The segment of op `o` at element offset `off` of the staging buffers, as planned below.
-  auto segment = [&](const CallArgs& o, size_t off, bool inPlace) {
-    CallArgs a;
-    a.coll = Coll::kAllReduce;
-    a.send = in + off * elem;
-    a.recv = inPlace ? in + off * elem : out + off * elem;
-    a.count = o.count;
-    a.dtype = o.dtype;
-    a.op = o.op;
-    a.api = o.api;
-    return a;
-  };
-  {
-    std::string first;
-    size_t off = 0;
-    for (const CallArgs& o : ops) {
-      const bool inPlace = !o.preMulScalar && o.send == o.recv;
-      TUTTI_TRY_ASSIGN(const Plan* p, impl.planFor(segment(o, off, inPlace), inPlace));
-      if (&o == &head) first = p->algorithm;
-      else if (p->algorithm != first) return false;
-      off += o.count;
-    }
-  }
 
   Plan fused;
   fused.coll = Coll::kAllReduce;
   fused.elemBytes = elem;
   fused.algorithm = "fused";
-  size_t off = 0, scratch = 0;
-  for (const CallArgs& o : ops) {
+  // Copies of the calls' schedules and forwarding rounds: building the next call's plan may
+  // evict an earlier one from the cache.
+  std::vector<algo::Schedule> alone(ops.size());
+  std::vector<std::vector<uint8_t>> forwards(ops.size());
+  std::vector<algo::FusePart> parts(ops.size());
+  size_t off = 0;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const CallArgs& o = ops[i];
     const bool inPlace = !o.preMulScalar && o.send == o.recv;
     std::byte* dst = (inPlace ? out : in) + off * elem;
     if (o.preMulScalar)
       TUTTI_TRY(kernels::scale(dst, o.send, o.count, o.dtype, o.preMulScalar));
     else
       std::memcpy(dst, o.send, o.count * elem);
-    TUTTI_TRY_ASSIGN(const Plan* p, impl.planFor(segment(o, off, inPlace), inPlace));
-    // Copied right away: building the next segment's plan may evict this one from the cache.
-    if (&o == &head) {
+    CallArgs seg;  // the call as planned alone, at its place in the staging buffers
+    seg.coll = Coll::kAllReduce;
+    seg.send = in + off * elem;
+    seg.recv = inPlace ? in + off * elem : out + off * elem;
+    seg.count = o.count;
+    seg.dtype = o.dtype;
+    seg.op = o.op;
+    seg.api = o.api;
+    TUTTI_TRY_ASSIGN(const Plan* p, impl.planFor(seg, inPlace, /*forwardRounds=*/true));
+    if (i == 0) {
       fused.reduce = p->reduce;
       fused.divide = p->divide;
       fused.divisor = p->divisor;
     }
-    fused.algorithm += (&o == &head ? " " : "+") + p->algorithm;
-    const auto& rounds = p->schedule.rounds;
-    if (fused.schedule.rounds.size() < rounds.size()) fused.schedule.rounds.resize(rounds.size());
-    for (size_t r = 0; r < rounds.size(); ++r) {
-      for (algo::Step st : rounds[r]) {
-        if (inPlace) {  // alone, input and output are one buffer: keep them one
-          if (st.src == algo::Buf::kInput) st.src = algo::Buf::kOutput;
-          if (st.dst == algo::Buf::kInput) st.dst = algo::Buf::kOutput;
-        }
-        auto shift = [&](algo::Buf b) { return b == algo::Buf::kScratch ? scratch : off; };
-        st.srcOffset += shift(st.src);
-        st.dstOffset += shift(st.dst);
-        fused.schedule.rounds[r].push_back(st);
-      }
-    }
-    scratch += p->schedule.scratchCount;
+    fused.algorithm += (i == 0 ? " " : "+") + p->algorithm;
+    alone[i] = p->schedule;
+    forwards[i] = p->forwardRounds;
+    parts[i] = {.schedule = &alone[i], .offset = off, .inPlace = inPlace,
+                .forwardRounds = forwards[i]};
     off += o.count;
   }
-  fused.schedule.scratchCount = scratch;
-  fused.scratchBytes = scratch * elem;
+  fused.schedule = algo::fuseSchedules(parts);
+  fused.scratchBytes = fused.schedule.scratchCount * elem;
   if (fused.divide) fused.divideCount = total;
-  TUTTI_LOG_TRACE(Subsys::kColl, "batch: fused {} allreduces ({} elements, {} {}) as '{}'",
+  TUTTI_LOG_TRACE(Subsys::kColl, "batch: fused {} allreduces ({} elements, {} {}) as '{}' in {} rounds",
                   ops.size(), total, dataTypeName(head.dtype), redOpName(head.op),
-                  fused.algorithm);
+                  fused.algorithm, fused.schedule.rounds.size());
   CallArgs whole;  // what the ranks' call checks compare: one allreduce of `total`
   whole.coll = Coll::kAllReduce;
   whole.count = total;
@@ -176,7 +155,7 @@ Result<bool> runFused(CommImpl& impl, std::span<const CallArgs> ops) {
     std::memcpy(o.recv, out + off * elem, o.count * elem);
     off += o.count;
   }
-  return true;
+  return Status::ok();
 }
 
 // Every send and receive of the batch as one round: each message is posted at once, and messages
@@ -263,16 +242,7 @@ Status runBatch(Communicator& comm, std::span<const CallArgs> ops, size_t fusion
       continue;
     }
     const size_t n = fusionBytes > 0 ? fusedRun(ops, i, fusionBytes) : 1;
-    if (n > 1) {
-      Result<bool> fused = runFused(*impl, ops.subspan(i, n));
-      if (!fused.isOk()) note(fused.status());
-      if (!fused.isOk() || fused.value()) {
-        i += n;
-        continue;
-      }
-    }
-    // Alone: one call, or a run whose calls' plans differ in algorithm (runFused ran nothing).
-    for (size_t k = 0; k < n; ++k) note(runColl(comm, *impl, ops[i + k]));
+    note(n > 1 ? runFused(*impl, ops.subspan(i, n)) : runColl(comm, *impl, op));
     i += n;
   }
   if (!p2p.empty()) note(runP2p(comm, *impl, p2p));

@@ -90,8 +90,9 @@ class CommImpl final : public DeviceOwner {
   Status runPlan(Plan& plan, const void* input, void* output, const CallArgs* signAs = nullptr);
   /// The plan run() would execute for these (already checked) arguments, built and cached on
   /// first use: the NCCL layer fuses several calls into one plan made of exactly the steps of the
-  /// unfused calls, so that fusion changes no result bit.
-  Result<const Plan*> planFor(const CallArgs& args, bool inPlace);
+  /// unfused calls, so that fusion changes no result bit. With `forwardRounds`, the plan's
+  /// forwardRounds are filled as well (first time: one schedule build per rank).
+  Result<const Plan*> planFor(const CallArgs& args, bool inPlace, bool forwardRounds = false);
 
   void abort();
   Status asyncError() const;

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "algorithms/algorithm.h"
+#include "algorithms/fusion.h"
 #include "algorithms/schedule_json.h"
 #include "algorithms/verifier.h"
 #include "base/env.h"
@@ -481,11 +482,22 @@ Status CommImpl::runPlan(Plan& plan, const void* input, void* output, const Call
   return s.isOk() ? s : callFailed(plan.coll, std::move(s));
 }
 
-Result<const Plan*> CommImpl::planFor(const CallArgs& args, bool inPlace) {
+Result<const Plan*> CommImpl::planFor(const CallArgs& args, bool inPlace, bool forwardRounds) {
   TUTTI_TRY(failed());
   drainQueue();
   std::lock_guard<std::mutex> lock(execMu_);
   TUTTI_TRY_ASSIGN(Plan * p, plan(args, inPlace));
+  if (forwardRounds && !p->forwardRoundsKnown) {
+    const algo::AlgorithmInfo* info = algo::find(args.coll, p->algorithm);
+    if (info == nullptr)
+      return internalError("{}: plan names '{}', which is not a {} algorithm", args.api,
+                           p->algorithm, collName(args.coll));
+    algo::CollShape shape{args.coll,  rank_,   nranks_,   args.count,
+                          args.dtype, args.op, args.root, inPlace};
+    shape.hostOf = selection_.hostOf();
+    TUTTI_TRY_ASSIGN(p->forwardRounds, algo::forwardRounds(*info, shape));
+    p->forwardRoundsKnown = true;
+  }
   return static_cast<const Plan*>(p);
 }
 

@@ -56,6 +56,11 @@ struct Plan {
   /// Per round of `schedule` (set with `direct`): 1 where no step moves data; the round machinery
   /// skips such a round (it would only post nothing and wait for nothing).
   std::vector<uint8_t> emptyRound;
+  /// Per round of `schedule`: 1 where some rank of the call forwards (algo::forwardRounds); what
+  /// fusion needs to share rounds with other calls. Filled by CommImpl::planFor when asked
+  /// (`forwardRoundsKnown`), since it builds every rank's schedule.
+  std::vector<uint8_t> forwardRounds;
+  bool forwardRoundsKnown = false;
 };
 
 /// Calls back into the communicator while a call waits (failure notices from other ranks,

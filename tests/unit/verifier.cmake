@@ -15,3 +15,5 @@ foreach(per 2 3)
     PASS_REGULAR_EXPRESSION "allreduce hierarchical_pipelined: [^\n]* [1-9][0-9]* shapes verified[^\n]*ok"
     FAIL_REGULAR_EXPRESSION "FAIL")
 endforeach()
+# Fused allreduce schedules (algorithms/fusion.h), proven with the verifier.
+tutti_add_test(fusion_test LABEL unit SOURCES fusion_test.cc)
