@@ -148,6 +148,13 @@ Result<double> bestMeanUs(int iters, Once&& once) {
   return best;
 }
 
+// Runs `f` when it goes out of scope (normal end or early error return).
+template <class F>
+struct OnExit {
+  F f;
+  ~OnExit() { f(); }
+};
+
 }  // namespace
 
 Result<double> CommImpl::calibrationPingPong(int peer, bool leader, size_t bytes, int iters) {
@@ -208,6 +215,15 @@ Status CommImpl::calibrate(const std::vector<int>& hostOfRank) {
   const size_t partnerIdx = static_cast<size_t>(me) ^ 1u;
   const int partner = partnerIdx < local.size() ? local[partnerIdx] : -1;
 
+  // Calibration's calls are not the user's: when a measurement ends, by success or by error, its
+  // buffer goes, sequence numbers start over and the statistics forget it.
+  auto calibrationScope = [this] {
+    return OnExit{[this, seqBefore = seq_] {
+      calibBuf_.reset();
+      seq_ = seqBefore;
+      diag_.stats().reset();
+    }};
+  };
   nlohmann::json mine = nlohmann::json::object();
   const auto t0 = Clock::now();
   std::string staleWhy;  // why this rank found the cache stale
@@ -215,16 +231,13 @@ Status CommImpl::calibrate(const std::vector<int>& hostOfRank) {
   if (useCache) {
     // 1b. Still this machine's speed? Host-mates repeat the cache's 8 B and 256 KiB points.
     if (partner >= 0) {
-      const uint64_t seqBefore = seq_;
+      const auto scope = calibrationScope();
       const algo::LinkModel& model = selection_.model();
       const std::string cls = algo::linkClassName(model.linkClass(rank_, partner));
       const auto file = nlohmann::json::parse(cached);
       TUTTI_TRY(calibrationExchange(partner, kWarmUpBytes, kWarmUpIters).status());
       TUTTI_TRY_ASSIGN(double base, calibrationExchange(partner, kSmall, 30));
       TUTTI_TRY_ASSIGN(double us, calibrationExchange(partner, kCheckBytes, 8));
-      calibBuf_.reset();
-      seq_ = seqBefore;
-      diag_.stats().reset();
       auto off = [](double now, double then) {
         return !(then > 0) || now > then * kCacheTolerance || now * kCacheTolerance < then;
       };
@@ -254,7 +267,7 @@ Status CommImpl::calibrate(const std::vector<int>& hostOfRank) {
   if (useCache) {
     mine = nlohmann::json::parse(cached);
   } else {
-    const uint64_t seqBefore = seq_;
+    const auto scope = calibrationScope();
     // Fits the link to `peer` from ping-pongs of 8 B, 64 KiB and 1 MiB (iters[] of each).
     auto measureLink = [&](int peer, bool leader, const int (&iters)[3]) -> Status {
       TUTTI_TRY_ASSIGN(double s, calibrationPingPong(peer, leader, kSmall, iters[0]));
@@ -344,9 +357,6 @@ Status CommImpl::calibrate(const std::vector<int>& hostOfRank) {
                             {50, 10, 5}));
     }
     TUTTI_TRY(net_->boot().barrier());
-    calibBuf_.reset();
-    seq_ = seqBefore;  // calibration calls are not the user's: sequence numbers start over
-    diag_.stats().reset();
   }
 
   // 5. Combine every rank's view the same way on every rank.
