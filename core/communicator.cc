@@ -158,6 +158,7 @@ Status CommImpl::init(const bootstrap::IdData& id, const Options& options) {
   TUTTI_TRY(selection_.init(*net_, rank_, nranks_, [this](const std::vector<int>& hostOfRank) {
     return calibrate(hostOfRank);
   }));
+  diag_.startTrace(exec_);  // after calibration: its exchanges are not the user's calls
 
   for (auto& path : split(kScheduleFile.get(), ',')) {
     path = trim(path);

@@ -37,10 +37,13 @@ void Diagnostics::attach(Owner owner, int64_t checkCalls, ExecContext& exec) {
   check_.next = (rank + 1) % nranks;
   check_.prev = (rank + nranks - 1) % nranks;
   exec.hooks = this;
-  traceTrack_ = trace::attach(rank, nranks, owner_.hostname);
+  hang::add(this);
+}
+
+void Diagnostics::startTrace(ExecContext& exec) {
+  traceTrack_ = trace::attach(owner_.rank, owner_.nranks, owner_.hostname);
   if (traceTrack_ >= 0 && log::enabled(LogLevel::kTrace, Subsys::kColl))
     exec.roundTimes = &roundTimes_;
-  hang::add(this);
 }
 
 void Diagnostics::detach() {

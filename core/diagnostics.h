@@ -39,9 +39,11 @@ class Diagnostics final : public ExecHooks, public hang::Source {
   };
 
   /// Starts: the check when `checkCalls` (Options::checkCalls; -1: TUTTI_CHECK_CALLS) asks for
-  /// it and there are peers; the trace track; the hang reports. Sets exec.hooks (and
-  /// exec.roundTimes when round events are traced).
+  /// it and there are peers; the hang reports. Sets exec.hooks.
   void attach(Owner owner, int64_t checkCalls, ExecContext& exec);
+  /// Opens the trace track (TUTTI_TRACE) once the communicator is ready, after calibration,
+  /// whose exchanges are not the user's calls. Sets exec.roundTimes when round events are traced.
+  void startTrace(ExecContext& exec);
   /// Leaves the hang reports (waiting for one in progress) and the trace.
   void detach();
 

@@ -50,7 +50,7 @@ RegistrationCache::Limits limits(size_t entries, size_t bytes = size_t{1} << 40)
 
 }  // namespace
 
-TEST_CASE("reg cache: a covered range hits; the registration is page-aligned") {
+TEST_CASE("reg cache: a covered range hits, the registration is page-aligned") {
   FakeBackend fb;
   RegistrationCache c(fb.backend(), limits(8));
   auto a = c.acquire(at(kBase + 100), 5000);
@@ -201,7 +201,7 @@ TEST_CASE("reg cache: invalidate drops every overlapping entry") {
   CHECK(fb.deregs == 2);
 }
 
-TEST_CASE("reg cache: memory kinds do not share entries; backend errors pass through") {
+TEST_CASE("reg cache: memory kinds do not share entries, backend errors pass through") {
   FakeBackend fb;
   RegistrationCache c(fb.backend(), limits(8));
   auto h = c.acquire(at(kBase), 4096, MemKind::kHost);

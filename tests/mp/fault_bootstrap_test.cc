@@ -185,7 +185,7 @@ TEST_CASE("hostile bootstrap traffic during init is rejected and the job complet
   REQUIRE(outcomes[0].output.find("nranks=1073741824") != std::string::npos);
 }
 
-TEST_CASE("TUTTI_TRACE writes Perfetto-loadable JSON; stats count every call", "[mp]") {
+TEST_CASE("TUTTI_TRACE writes Perfetto-loadable JSON, stats count every call", "[mp]") {
   char dir[] = "/tmp/tutti-trace-XXXXXX";
   REQUIRE(mkdtemp(dir) != nullptr);
   const std::string pattern = std::string(dir) + "/trace.json";

@@ -308,7 +308,7 @@ void fillCyclic(DataType t, void* p, std::span<const double> vals, size_t count)
   for (size_t i = 0; i < count; ++i) storeFromDouble(t, p, i, vals[i % vals.size()]);
 }
 
-TEST_CASE("integer sum and prod wrap; max and min order signed values") {
+TEST_CASE("integer sum and prod wrap, max and min order signed values") {
   int8_t a8[] = {100, -128, 127, -1}, b8[] = {100, -1, 1, -1}, d8[4];
   REQUIRE(reduce2(d8, a8, b8, 4, DataType::kInt8, RedOp::kSum).isOk());
   CHECK(d8[0] == -56);
@@ -340,7 +340,7 @@ TEST_CASE("integer sum and prod wrap; max and min order signed values") {
   CHECK(d64u[0] == UINT64_MAX - 1);
 }
 
-TEST_CASE("floating max and min propagate NaN; sum saturates or overflows per format") {
+TEST_CASE("floating max and min propagate NaN, sum saturates or overflows per format") {
   const auto dtype = GENERATE(DataType::kFloat16, DataType::kFloat32, DataType::kFloat64,
                               DataType::kBfloat16, DataType::kFp8E4M3, DataType::kFp8E5M2);
   CAPTURE(dataTypeName(dtype));

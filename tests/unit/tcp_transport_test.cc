@@ -565,7 +565,7 @@ int sendBufferBody(World& w, int want) {
   return exchangeBody(w);
 }
 
-TEST_CASE("tcp: TUTTI_SOCKET_SNDBUF sizes the data sockets' send buffers; bad values are refused",
+TEST_CASE("tcp: TUTTI_SOCKET_SNDBUF sizes the data sockets' send buffers, bad values are refused",
           "[tcp]") {
   // Unset: 128 KiB over loopback (the kernel reports twice what is set).
   requireAllPassed(runRanks(2, [](World& w) { return sendBufferBody(w, 256 << 10); }));
