@@ -306,20 +306,23 @@ TEST_CASE("TUTTI_CALIBRATE measures once per host, caches, and the cache feeds t
   // Second job: loads the cache instead of measuring, once host-mates have checked its 8 B and
   // 256 KiB exchanges against this machine: a file doctored only where the check does not look
   // (the reduction rate: 0.0001 GB/s puts the 4 or 8 bytes a rank reduces at 40-80 us) shows
-  // through.
+  // through. The check itself may find a busy machine off by more than 1.35x and measure over
+  // the file (then the doctored rate is gone): up to four tries, each on the file as it stands.
   std::string good;
-  {
-    std::ifstream f(path);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    good = ss.str();
-  }
-  {
+  bool shown = false;
+  for (int attempt = 0; attempt < 4 && !shown; ++attempt) {
+    {
+      std::ifstream f(path);
+      std::stringstream ss;
+      ss << f.rdbuf();
+      good = ss.str();
+    }
     auto j = nlohmann::json::parse(good);
     j["links"]["reduce_gbps"] = 0.0001;
     writeCache(path, j.dump());
+    shown = smallPrediction() >= 30;
   }
-  CHECK(smallPrediction() >= 30);
+  CHECK(shown);
   // A file whose 8 B exchange is far from this machine's (the check's tolerance is 1.35x) is
   // measured over and rewritten.
   writeCache(path, slow);
@@ -385,6 +388,44 @@ TEST_CASE("calibration with an odd rank out and pairs that finish apart", "[mp][
   runOnRanks(nranks, transport, [&](Communicator& c) -> int {
     return allReduceExact(c, 1 << 16, "after calibration");
   }, 120);
+  std::filesystem::remove_all(dir);
+}
+
+// More ranks than CPUs: unset, TUTTI_CALIBRATE keeps the fitted defaults (pairs that share CPUs
+// measure the scheduler); set to 1 it measures.
+TEST_CASE("calibration is not on by default with more ranks than CPUs", "[mp][calibrate]") {
+  auto local = topo::local();
+  REQUIRE(local.isOk());
+  REQUIRE(!local->hosts.empty());
+  const int pus = local->hosts[0].pus;
+  if (pus < 1 || pus > 7) {
+    WARN("this machine has " << pus << " CPUs: oversubscribing it takes more than 8 ranks");
+    return;
+  }
+  char tmpl[] = "/tmp/tutti_calib_XXXXXX";
+  REQUIRE(mkdtemp(tmpl) != nullptr);
+  const std::string dir = tmpl;
+  const int nranks = pus + 1;
+  auto files = [&] {
+    size_t n = 0;
+    for (const auto& e : std::filesystem::directory_iterator(dir))
+      n += e.path().filename().string().starts_with("calibration-");
+    return n;
+  };
+  ScopedEnv env{{"TUTTI_CALIBRATE", "0"}, {"TUTTI_CALIBRATE_DIR", dir}};
+  const char* was = std::getenv("TUTTI_CALIBRATE");
+  const std::optional<std::string> saved = was ? std::optional<std::string>(was) : std::nullopt;
+  unsetenv("TUTTI_CALIBRATE");
+  runOnRanks(nranks, "shm", [&](Communicator& c) -> int {
+    return allReduceExact(c, 1 << 12, "unset, oversubscribed");
+  }, 120);
+  CHECK(files() == 0);
+  setenv("TUTTI_CALIBRATE", "1", 1);
+  runOnRanks(nranks, "shm", [&](Communicator& c) -> int {
+    return allReduceExact(c, 1 << 12, "TUTTI_CALIBRATE=1, oversubscribed");
+  }, 120);
+  CHECK(files() == 1);
+  if (saved) setenv("TUTTI_CALIBRATE", saved->c_str(), 1);
   std::filesystem::remove_all(dir);
 }
 
