@@ -354,8 +354,9 @@ TEST_CASE("allReduceFused: bit-identical to separate allReduce calls, bad buffer
 
 TEST_CASE("allReduceFused: each allreduce algorithm forced, fused bit-identical to alone", "[mp]") {
   // Forced, every call of the run takes one algorithm, so the fused plan merges its rounds with
-  // themselves: a ring's round that forwards (2 ranks: send, recvReduceSend, recv) cannot share a
-  // round with another ring's (algorithms/fusion.h). Hierarchical ones decline on one host.
+  // themselves; a round that forwards (a ring's recvReduceSend) is shared with no other forwarding
+  // call (algorithms/fusion.h), and calls that forward in every round run one by one. Either way
+  // the results must be those of the calls alone. Hierarchical ones decline on one host.
   const int n = GENERATE(2, 3, 4);
   runOnRanks(n, "shm", [](Communicator& c) {
     const int r = c.rank();
