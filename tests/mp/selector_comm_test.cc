@@ -306,11 +306,13 @@ TEST_CASE("TUTTI_CALIBRATE measures once per host, caches, and the cache feeds t
   // Second job: loads the cache instead of measuring, once host-mates have checked its 8 B and
   // 256 KiB exchanges against this machine: a file doctored only where the check does not look
   // (the reduction rate: 0.0001 GB/s puts the 4 or 8 bytes a rank reduces at 40-80 us) shows
-  // through. The check itself may find a busy machine off by more than 1.35x and measure over
-  // the file (then the doctored rate is gone): up to four tries, each on the file as it stands.
+  // through. On a busy machine (sanitizers, tests in parallel) the check itself may find the
+  // machine off by more than 1.35x and measure over the file, which is its job: then the file no
+  // longer holds the doctored rate, and the test tries again (four tries, each on the file as it
+  // stands). Whenever the doctored file was kept, the prediction must show it.
   std::string good;
-  bool shown = false;
-  for (int attempt = 0; attempt < 4 && !shown; ++attempt) {
+  int kept = 0;
+  for (int attempt = 0; attempt < 4 && kept == 0; ++attempt) {
     {
       std::ifstream f(path);
       std::stringstream ss;
@@ -320,9 +322,15 @@ TEST_CASE("TUTTI_CALIBRATE measures once per host, caches, and the cache feeds t
     auto j = nlohmann::json::parse(good);
     j["links"]["reduce_gbps"] = 0.0001;
     writeCache(path, j.dump());
-    shown = smallPrediction() >= 30;
+    const double us = smallPrediction();
+    auto now = nlohmann::json::parse(std::ifstream(path), nullptr, false);
+    if (now.is_object() && now["links"].value("reduce_gbps", 1.0) < 0.001) {
+      ++kept;
+      CHECK(us >= 30);
+    }
   }
-  CHECK(shown);
+  if (kept == 0)
+    WARN("the check measured over the doctored cache in all four tries: a busy machine");
   // A file whose 8 B exchange is far from this machine's (the check's tolerance is 1.35x) is
   // measured over and rewritten.
   writeCache(path, slow);
