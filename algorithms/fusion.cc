@@ -6,12 +6,6 @@
 
 namespace tutti::algo {
 
-namespace {
-
-bool isForward(Op op) { return op == Op::kRecvReduceSend || op == Op::kRecvCopySend; }
-
-}  // namespace
-
 Schedule fuseSchedules(std::span<const FusePart> parts) {
   // Per fused round: the plain parts' steps (in part order), then the one forwarding part's.
   std::vector<std::vector<Step>> plain, forwarding;
@@ -67,7 +61,7 @@ Result<std::vector<uint8_t>> forwardRounds(const AlgorithmInfo& algo, CollShape 
     if (out.size() < s.rounds.size()) out.resize(s.rounds.size(), 0);
     for (size_t k = 0; k < s.rounds.size(); ++k)
       for (const Step& st : s.rounds[k])
-        if (isForward(st.op) && st.count > 0) out[k] = 1;
+        if (forwards(st.op) && st.count > 0) out[k] = 1;
   }
   return out;
 }

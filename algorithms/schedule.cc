@@ -101,8 +101,7 @@ std::string toString(const Schedule& s) {
       const bool reads = readsSrc(st.op), writes = writesDst(st.op);
       out += fmt::format("round {}: {}", r, opName(st.op));
       if (st.op != Op::kCopy && st.op != Op::kReduce) out += fmt::format(" peer={}", st.peer);
-      if (st.op == Op::kRecvReduceSend || st.op == Op::kRecvCopySend)
-        out += fmt::format(" sendPeer={}", st.sendPeer);
+      if (forwards(st.op)) out += fmt::format(" sendPeer={}", st.sendPeer);
       if (reads) out += fmt::format(" {}[{},+{})", bufName(st.src), st.srcOffset, st.count);
       if (writes)
         out += fmt::format(" {}{}[{},+{})", reads ? "-> " : "", bufName(st.dst), st.dstOffset,
@@ -200,14 +199,14 @@ Result<Schedule> ScheduleBuilder::finish() {
     for (const Step& st : sched_.rounds[r]) {
       const bool comm = st.op != Op::kCopy && st.op != Op::kReduce;
       const bool reads = readsSrc(st.op), writes = writesDst(st.op);
-      const bool forwards = st.op == Op::kRecvReduceSend || st.op == Op::kRecvCopySend;
+      const bool forwarding = forwards(st.op);
       auto where = [&] {
         return fmt::format("(rank={}/{}, round={}, op={}, count={})", shape_.rank, shape_.nranks,
                            r, opName(st.op), st.count);
       };
       if (comm && (st.peer < 0 || st.peer >= shape_.nranks || st.peer == shape_.rank))
         return internalError("schedule: invalid peer {} {}", st.peer, where());
-      if (forwards && (st.sendPeer < 0 || st.sendPeer >= shape_.nranks ||
+      if (forwarding && (st.sendPeer < 0 || st.sendPeer >= shape_.nranks ||
                        st.sendPeer == shape_.rank))
         return internalError("schedule: invalid sendPeer {} {}", st.sendPeer, where());
       if (st.count == 0) continue;

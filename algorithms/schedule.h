@@ -79,6 +79,8 @@ inline bool receives(Op op) {
   return op == Op::kRecv || op == Op::kRecvReduce || op == Op::kRecvCopySend ||
          op == Op::kRecvReduceSend;
 }
+/// Whether a step of this op forwards what it receives to sendPeer (recvReduceSend, recvCopySend).
+inline bool forwards(Op op) { return op == Op::kRecvReduceSend || op == Op::kRecvCopySend; }
 
 /// Elements of `buf` that a call of this shape may touch on this rank (0 where NCCL allows the
 /// buffer to be null, e.g. recvbuff of a non-root reduce). Scratch is not covered here.

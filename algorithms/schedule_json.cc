@@ -28,7 +28,6 @@ constexpr OpName kOps[] = {{"send", Op::kSend},
                            {"reduce", Op::kReduce}};
 
 bool hasPeer(Op op) { return op != Op::kCopy && op != Op::kReduce; }
-bool forwards(Op op) { return op == Op::kRecvReduceSend || op == Op::kRecvCopySend; }
 
 std::optional<Buf> parseBuf(const std::string& s) {
   if (s == "input") return Buf::kInput;

@@ -81,7 +81,6 @@ double usFor(size_t bytes, double gbps) { return static_cast<double>(bytes) / (g
 bool sends(Op op) {
   return op == Op::kSend || op == Op::kRecvCopySend || op == Op::kRecvReduceSend;
 }
-bool forwards(Op op) { return op == Op::kRecvCopySend || op == Op::kRecvReduceSend; }
 bool reducesIncoming(Op op) { return op == Op::kRecvReduce || op == Op::kRecvReduceSend; }
 int destinationOf(const Step& st) { return st.op == Op::kSend ? st.peer : st.sendPeer; }
 

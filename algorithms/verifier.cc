@@ -42,7 +42,6 @@ bool isRecv(Op op) {
   return op == Op::kRecv || op == Op::kRecvReduce || op == Op::kRecvReduceSend ||
          op == Op::kRecvCopySend;
 }
-bool isForward(Op op) { return op == Op::kRecvReduceSend || op == Op::kRecvCopySend; }
 bool inBounds(uint64_t off, uint64_t n, uint64_t size) { return off <= size && n <= size - off; }
 
 // One message of a round: a send, or the send half of a forwarding step.
@@ -172,7 +171,7 @@ class Verifier {
     const Step& st = steps(r)[s];
     std::string op = fmt::format("op {}", opName(st.op));
     if (st.op != Op::kCopy && st.op != Op::kReduce) op += fmt::format(", peer {}", st.peer);
-    if (isForward(st.op)) op += fmt::format(", sendPeer {}", st.sendPeer);
+    if (forwards(st.op)) op += fmt::format(", sendPeer {}", st.sendPeer);
     return invalidUsage("verify: rank {} round {} step {} ({}): {} (range [{},+{}))", r, round_, s,
                         op, fmt::format(f, std::forward<Args>(args)...), off, count);
   }
@@ -187,7 +186,7 @@ class Verifier {
         const bool comm = st.op != Op::kCopy && st.op != Op::kReduce;
         if (comm && (st.peer < 0 || st.peer >= n_ || st.peer == r))
           return fail(r, s, st.dstOffset, st.count, "invalid peer {} (nranks {})", st.peer, n_);
-        if (isForward(st.op) && (st.sendPeer < 0 || st.sendPeer >= n_ || st.sendPeer == r))
+        if (forwards(st.op) && (st.sendPeer < 0 || st.sendPeer >= n_ || st.sendPeer == r))
           return fail(r, s, st.dstOffset, st.count, "invalid sendPeer {} (nranks {})", st.sendPeer,
                       n_);
         if (st.count == 0) continue;
@@ -210,10 +209,10 @@ class Verifier {
                         "{} source {}[{},+{}) partially overlaps its destination", opName(st.op),
                         bufName(st.src), st.srcOffset, st.count);
         }
-        if (isForward(st.op)) {
+        if (forwards(st.op)) {
           for (size_t j = 0; j < i; ++j) {
             const Step& o = ss[j];
-            if (o.count > 0 && isForward(o.op) && o.sendPeer == st.sendPeer && o.peer != st.peer)
+            if (o.count > 0 && forwards(o.op) && o.sendPeer == st.sendPeer && o.peer != st.peer)
               return fail(r, s, st.dstOffset, st.count,
                           "forwards to rank {} like step {}, which receives from another rank: "
                           "their slices would interleave",
@@ -294,7 +293,7 @@ class Verifier {
         if (st.count == 0) continue;
         const int s = static_cast<int>(i);
         if (st.op == Op::kSend) msgs_.push_back({r, st.peer, s, i, st.count});
-        if (isForward(st.op)) msgs_.push_back({r, st.sendPeer, s, (1ull << 32) + i, st.count});
+        if (forwards(st.op)) msgs_.push_back({r, st.sendPeer, s, (1ull << 32) + i, st.count});
         if (isRecv(st.op)) {
           wantOfStep_[stepBase_[r] + i] = static_cast<int>(wants_.size());
           wants_.push_back({st.peer, r, s});
@@ -341,7 +340,7 @@ class Verifier {
     for (const Msg& msg : msgs_) {
       if (msg.want >= 0) continue;
       const Step& st = steps(msg.src)[msg.step];
-      return fail(msg.src, msg.step, isForward(st.op) ? st.dstOffset : st.srcOffset, st.count,
+      return fail(msg.src, msg.step, forwards(st.op) ? st.dstOffset : st.srcOffset, st.count,
                   "rank {} does not receive this message in round {} (a message must be "
                   "received in the round it is sent)",
                   msg.dst, round_);
@@ -481,7 +480,7 @@ class Verifier {
     w.done = true;
     if (barrier_)
       for (size_t i = 0; i < in.knows.size(); ++i) ranks_[r].knows[i] |= in.knows[i];
-    if (isForward(st.op)) {
+    if (forwards(st.op)) {
       Msg& out = msgs_[fwdOfStep_[stepBase_[r] + s]];
       const auto [p, o] = where(r, st.dst, st.dstOffset);
       ranks_[r].phys[p].read(o, st.count, tmpA_);

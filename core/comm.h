@@ -133,6 +133,8 @@ class CommImpl final : public DeviceOwner {
   Status check(const CallArgs& a, bool* inPlace) const;
   Status execute(const CallArgs& a, bool inPlace);
   Result<Plan*> plan(const CallArgs& a, bool inPlace);
+  /// This rank's view of call `a` for the algorithms, with the selection's host map.
+  algo::CollShape shapeOf(const CallArgs& a, bool inPlace) const;
   /// Waits for the queued tasks, unless called from one (a task runs after those before it).
   void drainQueue() {
     if (!progress_->onThread()) progress_->drain();

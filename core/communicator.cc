@@ -274,6 +274,12 @@ Status CommImpl::check(const CallArgs& a, bool* inPlace) const {
 
 // ---- plans ----
 
+algo::CollShape CommImpl::shapeOf(const CallArgs& a, bool inPlace) const {
+  algo::CollShape shape{a.coll, rank_, nranks_, a.count, a.dtype, a.op, a.root, inPlace};
+  shape.hostOf = selection_.hostOf();
+  return shape;
+}
+
 Result<Plan*> CommImpl::plan(const CallArgs& a, bool inPlace) {
   const PlanCache::Key key = PlanCache::keyOf(a, inPlace);
   if (Plan* cached = plans_.find(key)) return cached;
@@ -282,7 +288,7 @@ Result<Plan*> CommImpl::plan(const CallArgs& a, bool inPlace) {
   p->elemBytes = a.coll == Coll::kBarrier ? 1 : dataTypeBytes(a.dtype);
   const RedOp kernelOp = a.op == RedOp::kAvg ? RedOp::kSum : a.op;
   p->reduce = kernels::reduce2Fn(a.dtype, kernelOp);
-  algo::CollShape shape{a.coll, rank_, nranks_, a.count, a.dtype, a.op, a.root, inPlace};
+  const algo::CollShape shape = shapeOf(a, inPlace);
   if (a.coll == Coll::kSendRecv) {
     p->algorithm = "p2p";
     std::vector<algo::Step> round;
@@ -294,7 +300,6 @@ Result<Plan*> CommImpl::plan(const CallArgs& a, bool inPlace) {
                        .count = a.count});
     p->schedule.rounds.push_back(std::move(round));
   } else {
-    shape.hostOf = selection_.hostOf();
     TUTTI_TRY_ASSIGN(algo::Decision decision, selection_.decide(shape, a.api));
     const algo::AlgorithmInfo* info = decision.algo;
     if (info->loaded) {  // user-supplied: prove it for this size and count before running it
@@ -493,10 +498,7 @@ Result<const Plan*> CommImpl::planFor(const CallArgs& args, bool inPlace, bool f
     if (info == nullptr)
       return internalError("{}: plan names '{}', which is not a {} algorithm", args.api,
                            p->algorithm, collName(args.coll));
-    algo::CollShape shape{args.coll,  rank_,   nranks_,   args.count,
-                          args.dtype, args.op, args.root, inPlace};
-    shape.hostOf = selection_.hostOf();
-    TUTTI_TRY_ASSIGN(p->forwardRounds, algo::forwardRounds(*info, shape));
+    TUTTI_TRY_ASSIGN(p->forwardRounds, algo::forwardRounds(*info, shapeOf(args, inPlace)));
     p->forwardRoundsKnown = true;
   }
   return static_cast<const Plan*>(p);

@@ -337,7 +337,7 @@ class RoundRunner {
       plan_.reduce(d, ptr(st.src, st.srcOffset), data, st.count);
     else
       std::memcpy(d, data, bytes);
-    if (st.op == algo::Op::kRecvReduceSend || st.op == algo::Op::kRecvCopySend) {
+    if (algo::forwards(st.op)) {
       // Already received: forwarded (as one slice, like any message this small) at once.
       Forward& f = addForward(st.peer, st.sendPeer);
       f.recvSeq.push_back(0);

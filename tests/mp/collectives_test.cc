@@ -383,10 +383,11 @@ TEST_CASE("allReduceFused: each allreduce algorithm forced, fused bit-identical 
                                       DataType::kFloat32, RedOp::kSum)
                               .isOk());
       for (size_t k = 0; k < counts.size(); ++k) {
-        if (std::memcmp(fused[k].data(), alone[k].data(), counts[k] * 4) != 0)
+        const bool same = std::memcmp(fused[k].data(), alone[k].data(), counts[k] * 4) == 0;
+        if (!same)
           fprintf(stderr, "rank %d: %s: fused call %zu (%zu elements) differs\n", r, name, k,
                   counts[k]);
-        TUTTI_CHILD_CHECK(std::memcmp(fused[k].data(), alone[k].data(), counts[k] * 4) == 0);
+        TUTTI_CHILD_CHECK(same);
       }
       for (size_t k = 0; k < counts.size(); ++k)  // the sum itself
         for (size_t i = 0; i < counts[k]; i += 97) {
