@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
+#include <tuple>
 #include <vector>
 
 #include "algorithms/fusion.h"
@@ -82,6 +84,8 @@ size_t fusedRun(std::span<const CallArgs> ops, size_t i, size_t limit) {
   return j - i;
 }
 
+bool runsInPlace(const CallArgs& o) { return !o.preMulScalar && o.send == o.recv; }
+
 // One plan made of the unfused calls' own plans (algo::fuseSchedules): each call's steps, with its
 // ranges moved to its place in the packed staging buffers, run in the same order as alone, and
 // the calls share rounds where the matching rule allows (a call whose round forwards on some
@@ -89,34 +93,16 @@ size_t fusedRun(std::span<const CallArgs> ops, size_t i, size_t limit) {
 // is therefore reduced by the same algorithm in the same order as without fusion (bit-identical
 // results), while the latency of a shared round is paid once for all calls. Out-of-place
 // segments read the packed input; in-place ones read and write the packed output only, as they
-// do alone.
-// Returns false, having run nothing, when the calls could share no round (every round of each
-// forwards: rings): fused, they only added the staging copies (tutti-nccl-fusion, 10 forced-ring
-// calls of 4 KiB, 2 ranks: 0.77x the separate calls' speed fused, 0.86-0.91x declined here).
-Result<bool> runFused(CommImpl& impl, std::span<const CallArgs> ops) {
-  const CallArgs& head = ops.front();
-  const size_t elem = dataTypeBytes(head.dtype);
-  size_t total = 0;
-  for (const CallArgs& o : ops) total += o.count;
-  TUTTI_TRY_ASSIGN(std::byte * in, staging(impl, 2 * total * elem, head.api));
-  std::byte* out = in + total * elem;
-
-  // The call alone, at its place in the staging buffers.
-  auto segment = [&](const CallArgs& o, size_t off, bool inPlace) {
-    CallArgs seg;
-    seg.coll = Coll::kAllReduce;
-    seg.send = in + off * elem;
-    seg.recv = inPlace ? in + off * elem : out + off * elem;
-    seg.count = o.count;
-    seg.dtype = o.dtype;
-    seg.op = o.op;
-    seg.api = o.api;
-    return seg;
-  };
-  Plan fused;
-  fused.coll = Coll::kAllReduce;
-  fused.elemBytes = elem;
-  fused.algorithm = "fused";
+// do alone. The plan addresses the staging buffers by offset, so it holds for any buffers.
+// nullptr when the calls could share no round (every round of each forwards: rings) or would
+// take as many rounds fused: fused, they would only add the staging copies (tutti-nccl-fusion,
+// 10 forced-ring calls of 4 KiB, 2 ranks: 0.77x the separate calls' speed fused, 0.86-0.91x
+// run one by one).
+Result<std::shared_ptr<Plan>> buildFused(CommImpl& impl, std::span<const CallArgs> ops) {
+  auto fused = std::make_shared<Plan>();
+  fused->coll = Coll::kAllReduce;
+  fused->elemBytes = dataTypeBytes(ops.front().dtype);
+  fused->algorithm = "fused";
   // Copies of the calls' schedules and forwarding rounds: building the next call's plan may
   // evict an earlier one from the cache.
   std::vector<algo::Schedule> alone(ops.size());
@@ -127,14 +113,20 @@ Result<bool> runFused(CommImpl& impl, std::span<const CallArgs> ops) {
   bool canShare = false;
   for (size_t i = 0; i < ops.size(); ++i) {
     const CallArgs& o = ops[i];
-    const bool inPlace = !o.preMulScalar && o.send == o.recv;
-    TUTTI_TRY_ASSIGN(const Plan* p, impl.planFor(segment(o, off, inPlace), inPlace, true));
+    CallArgs seg;  // the call alone; plans depend on its shape, not on its buffers
+    seg.coll = Coll::kAllReduce;
+    seg.count = o.count;
+    seg.dtype = o.dtype;
+    seg.op = o.op;
+    seg.api = o.api;
+    const bool inPlace = runsInPlace(o);
+    TUTTI_TRY_ASSIGN(const Plan* p, impl.planFor(seg, inPlace, true));
     if (i == 0) {
-      fused.reduce = p->reduce;
-      fused.divide = p->divide;
-      fused.divisor = p->divisor;
+      fused->reduce = p->reduce;
+      fused->divide = p->divide;
+      fused->divisor = p->divisor;
     }
-    fused.algorithm += (i == 0 ? " " : "+") + p->algorithm;
+    fused->algorithm += (i == 0 ? " " : "+") + p->algorithm;
     alone[i] = p->schedule;
     forwards[i] = p->forwardRounds;
     parts[i] = {.schedule = &alone[i], .offset = off, .inPlace = inPlace,
@@ -144,31 +136,55 @@ Result<bool> runFused(CommImpl& impl, std::span<const CallArgs> ops) {
                 std::find(forwards[i].begin(), forwards[i].end(), 0) != forwards[i].end();
     off += o.count;
   }
-  if (!canShare) return false;
-  fused.schedule = algo::fuseSchedules(parts);
-  if (fused.schedule.rounds.size() >= separateRounds) return false;
-  off = 0;
+  if (!canShare) return std::shared_ptr<Plan>();
+  fused->schedule = algo::fuseSchedules(parts);
+  if (fused->schedule.rounds.size() >= separateRounds) return std::shared_ptr<Plan>();
+  fused->scratchBytes = fused->schedule.scratchCount * fused->elemBytes;
+  if (fused->divide) fused->divideCount = off;
+  return fused;
+}
+
+// Runs the calls as one fused plan, built at the first batch of their shape and cached with the
+// communicator's plans. Returns false, having run nothing, when fusion would not pay (buildFused).
+Result<bool> runFused(CommImpl& impl, std::span<const CallArgs> ops) {
+  const CallArgs& head = ops.front();
+  const size_t elem = dataTypeBytes(head.dtype);
+  detail::PlanCache::FusedKey key{static_cast<int>(head.dtype), static_cast<int>(head.op), {}};
+  auto& calls = std::get<2>(key);
+  calls.reserve(ops.size());
+  size_t total = 0;
   for (const CallArgs& o : ops) {
-    const bool inPlace = !o.preMulScalar && o.send == o.recv;
-    std::byte* dst = (inPlace ? out : in) + off * elem;
+    calls.emplace_back(o.count, runsInPlace(o));
+    total += o.count;
+  }
+  std::shared_ptr<Plan> fused;
+  if (!impl.findFused(key, &fused)) {
+    TUTTI_TRY_ASSIGN(fused, buildFused(impl, ops));
+    impl.storeFused(std::move(key), fused);
+  }
+  if (!fused) return false;
+
+  TUTTI_TRY_ASSIGN(std::byte * in, staging(impl, 2 * total * elem, head.api));
+  std::byte* out = in + total * elem;
+  size_t off = 0;
+  for (const CallArgs& o : ops) {
+    std::byte* dst = (runsInPlace(o) ? out : in) + off * elem;
     if (o.preMulScalar)
       TUTTI_TRY(kernels::scale(dst, o.send, o.count, o.dtype, o.preMulScalar));
     else
       std::memcpy(dst, o.send, o.count * elem);
     off += o.count;
   }
-  fused.scratchBytes = fused.schedule.scratchCount * elem;
-  if (fused.divide) fused.divideCount = total;
   TUTTI_LOG_TRACE(Subsys::kColl, "batch: fused {} allreduces ({} elements, {} {}) as '{}' in {} rounds",
                   ops.size(), total, dataTypeName(head.dtype), redOpName(head.op),
-                  fused.algorithm, fused.schedule.rounds.size());
+                  fused->algorithm, fused->schedule.rounds.size());
   CallArgs whole;  // what the ranks' call checks compare: one allreduce of `total`
   whole.coll = Coll::kAllReduce;
   whole.count = total;
   whole.dtype = head.dtype;
   whole.op = head.op;
   whole.api = head.api;
-  TUTTI_TRY(impl.runPlan(fused, in, out, &whole));
+  TUTTI_TRY(impl.runPlan(*fused, in, out, &whole));
   off = 0;
   for (const CallArgs& o : ops) {
     std::memcpy(o.recv, out + off * elem, o.count * elem);

@@ -93,6 +93,10 @@ class CommImpl final : public DeviceOwner {
   /// unfused calls, so that fusion changes no result bit. With `forwardRounds`, the plan's
   /// forwardRounds are filled as well (first time: one schedule build per rank).
   Result<const Plan*> planFor(const CallArgs& args, bool inPlace, bool forwardRounds = false);
+  /// The batch entry's cache of fused plans (PlanCache::findFused, insertFused), under the
+  /// execution mutex; cleared with the plans when an override changes.
+  bool findFused(const PlanCache::FusedKey& key, std::shared_ptr<Plan>* plan);
+  void storeFused(PlanCache::FusedKey key, std::shared_ptr<Plan> plan);
 
   void abort();
   Status asyncError() const;

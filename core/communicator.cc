@@ -504,4 +504,14 @@ Result<const Plan*> CommImpl::planFor(const CallArgs& args, bool inPlace, bool f
   return static_cast<const Plan*>(p);
 }
 
+bool CommImpl::findFused(const PlanCache::FusedKey& key, std::shared_ptr<Plan>* plan) {
+  std::lock_guard<std::mutex> lock(execMu_);
+  return plans_.findFused(key, plan);
+}
+
+void CommImpl::storeFused(PlanCache::FusedKey key, std::shared_ptr<Plan> plan) {
+  std::lock_guard<std::mutex> lock(execMu_);
+  plans_.insertFused(std::move(key), std::move(plan));
+}
+
 }  // namespace tutti::detail

@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "base/collectives.h"
@@ -46,6 +47,25 @@ class PlanCache {
   void clear() {
     plans_.clear();
     last_ = nullptr;
+    fused_.clear();
+  }
+
+  /// A fused batch of allreduces (core/batch.cc): dtype, op, then each call's count and whether
+  /// it runs in place, in batch order.
+  using FusedKey = std::tuple<int, int, std::vector<std::pair<size_t, bool>>>;
+  /// Whether a fused plan is stored under `key`; if so `*plan` is it, or nullptr when the calls
+  /// were found to share no round (they run one by one). Shared: a plan stays valid for a run
+  /// that holds it while clear() or a later insertion drops it from the cache.
+  bool findFused(const FusedKey& key, std::shared_ptr<Plan>* plan) const {
+    auto it = fused_.find(key);
+    if (it == fused_.end()) return false;
+    *plan = it->second;
+    return true;
+  }
+  /// Stores `plan` (or nullptr: share no round) under `key`; at most 64 shapes, as insert().
+  void insertFused(FusedKey key, std::shared_ptr<Plan> plan) {
+    if (fused_.size() >= 64) fused_.clear();
+    fused_.insert_or_assign(std::move(key), std::move(plan));
   }
 
   /// Grows the scratch pool to at least `bytes`. SystemError naming `api` on failure.
@@ -62,6 +82,7 @@ class PlanCache {
   std::map<Key, std::unique_ptr<Plan>> plans_;
   Key lastKey_{};
   Plan* last_ = nullptr;  // reset whenever plans_ changes
+  std::map<FusedKey, std::shared_ptr<Plan>> fused_;
   PageBuffer scratch_;  // page-aligned: tcp receives into it (base/page_buffer.h)
   PageBuffer batchStaging_;
   // The buffers and plan of the last call advised, and how many calls in a row used them.

@@ -352,6 +352,50 @@ TEST_CASE("allReduceFused: bit-identical to separate allReduce calls, bad buffer
   });
 }
 
+TEST_CASE("allReduceFused: a repeated shape with other buffers and in-place flags, as alone", "[mp]") {
+  // The fused plan is cached by the calls' counts and in-place flags (core/plan_cache.h): a batch
+  // of the same counts must still read each call's own buffers, and one whose calls switch
+  // between in and out of place must not reuse the other's plan (in-place segments read the
+  // staging output, out-of-place ones the staging input).
+  const int n = GENERATE(2, 3);
+  runOnRanks(n, "shm", [](Communicator& c) {
+    const int r = c.rank();
+    const std::vector<size_t> counts = {3, 500, 64, 1, 1200};
+    for (int pass = 0; pass < 4; ++pass) {
+      auto inPlace = [&](size_t k) { return pass % 2 == 1 && k % 2 == 0; };
+      std::vector<std::vector<float>> in(counts.size()), fused(counts.size()),
+          alone(counts.size());
+      for (size_t k = 0; k < counts.size(); ++k) {
+        in[k].resize(counts[k]);
+        for (size_t i = 0; i < counts[k]; ++i)
+          in[k][i] = 1.0f / static_cast<float>(1 + i + 5 * k + 11 * r + 17 * pass);
+        fused[k] = inPlace(k) ? in[k] : std::vector<float>(counts[k], -1.0f);
+        alone[k] = inPlace(k) ? in[k] : std::vector<float>(counts[k], -1.0f);
+      }
+      std::vector<Communicator::ReduceBuffer> bufs;
+      for (size_t k = 0; k < counts.size(); ++k)
+        bufs.push_back({inPlace(k) ? fused[k].data() : in[k].data(), fused[k].data(), counts[k]});
+      TUTTI_CHILD_CHECK(c.allReduceFused(bufs, DataType::kFloat32, RedOp::kSum).isOk());
+      for (size_t k = 0; k < counts.size(); ++k)
+        TUTTI_CHILD_CHECK(c.allReduce(inPlace(k) ? alone[k].data() : in[k].data(),
+                                      alone[k].data(), counts[k], DataType::kFloat32,
+                                      RedOp::kSum)
+                              .isOk());
+      for (size_t k = 0; k < counts.size(); ++k) {
+        TUTTI_CHILD_CHECK(std::memcmp(fused[k].data(), alone[k].data(), counts[k] * 4) == 0);
+        for (size_t i = 0; i < counts[k]; i += 37) {
+          double e = 0;
+          for (int q = 0; q < c.size(); ++q)
+            e += 1.0 / static_cast<double>(1 + i + 5 * k + 11 * q + 17 * pass);
+          TUTTI_CHILD_CHECK(std::abs(fused[k][i] - e) <= 1e-6 * e);
+        }
+      }
+    }
+    TUTTI_CHILD_CHECK(c.barrier().isOk());
+    return 0;
+  });
+}
+
 TEST_CASE("allReduceFused: each allreduce algorithm forced, fused bit-identical to alone", "[mp]") {
   // Forced, every call of the run takes one algorithm, so the fused plan merges its rounds with
   // themselves; a round that forwards (a ring's recvReduceSend) is shared with no other forwarding
