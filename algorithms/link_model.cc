@@ -86,10 +86,44 @@ const std::vector<std::pair<double, double>> kLoopbackCurve = {{128 << 10, 6.0},
 constexpr double kOversubscribedStreamFactor = 0.2;
 constexpr uint64_t kDefaultL2Bytes = 1 << 20;  // when the probe found no L2
 
+// Hosts that are network namespaces of one machine (Host::machine: tools/hosts.sh's emulated
+// hosts) send tcp through that kernel, as ranks of one host do over loopback: no wire latency
+// (kLoopbackLatencyUs, o = kLoopbackOverheadUs), and when their ranks together outnumber the
+// machine's PUs, each message waits for its receiver to be scheduled (o =
+// kLoopbackOversubscribedOverheadUs * ranks / PUs), though each host alone is not oversubscribed.
+// Checked on two emulated hosts of the 2-core development VM (2 ranks each, 10 Gbit/s, every
+// allreduce forced, `tutti-perf --algo all`): 8-byte allreduce measured 13 us by recursive
+// doubling (one shm round, one tcp round), 17 by the leader-based hierarchical one and 26-28 by
+// one-shot (two tcp messages per rank at once); with a NIC's costs (alpha 10 us, o 2 us) the
+// model put one-shot at 14.1 us and chose it, with these at 21, 13-15 and 17-19.
+
 // Per-message send overhead by class (self, shm, tcp, nvlink, pcie, ib): what a rank spends
 // issuing one message, serialised over its messages. shm fitted on the development VM; tcp is a
 // send syscall; the device classes a kernel-side flag write or a work-request post.
 constexpr double kOverheadUs[kNumLinkClasses] = {0.0, 0.1, 2.0, 0.3, 0.5, 0.5};
+
+// Ranks per PU of the most loaded machine that holds several hosts of the job (Host::machine),
+// or 0 when no two hosts share one. perHost: ranks per host index.
+double sharedMachineLoad(const topo::Topology& w, const std::map<int, int>& perHost) {
+  struct Machine {
+    int hosts = 0, ranks = 0, pus = 0;
+  };
+  std::map<std::string, Machine> machines;
+  for (const auto& [host, ranks] : perHost) {
+    if (host < 0 || host >= static_cast<int>(w.hosts.size())) continue;
+    const topo::Host& h = w.hosts[host];
+    if (h.machine.empty()) continue;
+    Machine& m = machines[h.machine];
+    ++m.hosts;
+    m.ranks += ranks;
+    m.pus = std::max(m.pus, h.pus);  // every namespace sees the machine's PUs
+  }
+  double load = 0;
+  for (const auto& [id, m] : machines)
+    if (m.hosts > 1)
+      load = std::max(load, m.pus > 0 ? static_cast<double>(m.ranks) / m.pus : 1.0);
+  return load;
+}
 
 const topo::RankPlace* place(const topo::Topology& w, int r) {
   return r >= 0 && r < static_cast<int>(w.ranks.size()) ? &w.ranks[r] : nullptr;
@@ -322,6 +356,12 @@ LinkModel linkModelFor(const topo::Topology& w) {
       if (n.speedGbps > 0) (n.type == "infiniband" ? ib : eth) = std::min(n.type == "infiniband" ? ib : eth, n.speedGbps);
   if (std::isfinite(eth)) m.links[static_cast<int>(LinkClass::kTcp)].bandwidthGBps = 0.9 * eth / 8;
   if (std::isfinite(ib)) m.links[static_cast<int>(LinkClass::kIb)].bandwidthGBps = ib / 8;
+  if (const double shared = sharedMachineLoad(w, perHost); shared > 0) {
+    LinkParams& tcp = m.links[static_cast<int>(LinkClass::kTcp)];
+    tcp.latencyUs = kLoopbackLatencyUs;
+    tcp.overheadUs =
+        shared > 1.0 ? kLoopbackOversubscribedOverheadUs * shared : kLoopbackOverheadUs;
+  }
 
   // GPUs: the least-connected NVLink pair among ranks; the slowest PCIe link.
   int minLinks = std::numeric_limits<int>::max();

@@ -241,8 +241,8 @@ double fastest(const std::vector<double>& v) {
 }
 
 // One case with every variant of `cmp`: validation once each, then `rounds` rounds in which every
-// variant is timed in turn (out of place, then in place), so that all of them see the same state
-// of the machine; one row per variant with its fastest round (a round's time is the mean of
+// variant is timed in turn (out of place, then in place; each round starting with the next
+// variant), so that all of them see the same state of the machine; one row per variant with its fastest round (a round's time is the mean of
 // its -n calls; the minimum over rounds filters out rounds that other processes or the VM
 // slowed down), then a comparison line.
 Status compareCase(Communicator& comm, const Config& cfg, const PerfColl& coll, CaseShape s,
@@ -264,7 +264,10 @@ Status compareCase(Communicator& comm, const Config& cfg, const PerfColl& coll, 
   }
   const bool inPlace = coll.inPlace;
   for (int round = 0; round < cmp.rounds; ++round) {
-    for (Acc& a : accs) {
+    // Each round starts one variant later, so that no variant always runs first (right after
+    // the previous round's last one, or the previous size).
+    for (size_t k = 0; k < accs.size(); ++k) {
+      Acc& a = accs[(k + static_cast<size_t>(round)) % accs.size()];
       if (Status st = comm.setAlgorithm(coll.coll, a.name); !st) return st;
       for (const bool ip : {false, true}) {
         if (ip && !inPlace) continue;

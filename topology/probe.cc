@@ -14,6 +14,7 @@
 #include <memory>
 #include <tuple>
 
+#include "base/host_id.h"
 #include "topology/gpu_probe.h"
 #include "topology/topology.h"
 
@@ -178,6 +179,7 @@ Result<Topology> probe() {
   char name[256] = {};
   gethostname(name, sizeof name - 1);
   h.name = name;
+  h.machine = bootId();
   h.cores = hwloc_get_nbobjs_by_type(raw, HWLOC_OBJ_CORE);
   h.pus = hwloc_get_nbobjs_by_type(raw, HWLOC_OBJ_PU);
   const int npkg = hwloc_get_nbobjs_by_type(raw, HWLOC_OBJ_PACKAGE);

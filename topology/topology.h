@@ -74,6 +74,10 @@ struct PciDevice {
 
 struct Host {
   std::string name;  ///< hostname
+  /// The kernel the host runs under (its boot id); empty when unknown. Hosts with the same one
+  /// are network namespaces of one machine (emulated hosts, tools/hosts.sh): they share its CPUs,
+  /// and tcp between them never leaves it.
+  std::string machine;
   int cores = 0, pus = 0;
   std::vector<Package> packages;
   std::vector<NumaNode> numaNodes;

@@ -26,6 +26,7 @@ Json linkJson(const LinkSpec& l) {
 Json hostJson(const Host& h) {
   Json j;
   j["name"] = h.name;
+  if (!h.machine.empty()) j["machine"] = h.machine;
   j["cores"] = h.cores;
   j["pus"] = h.pus;
   j["packages"] = Json::array();
@@ -126,6 +127,7 @@ class Reader {
 Host readHost(Reader& rd, const Json& j, const std::string& path) {
   Host h;
   rd.get(j, path, "name", h.name);
+  rd.get(j, path, "machine", h.machine, false);
   rd.get(j, path, "cores", h.cores);
   rd.get(j, path, "pus", h.pus);
   rd.each(j, path, "packages", true, [&](const Json& e, const std::string& p) {

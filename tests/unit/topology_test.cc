@@ -171,6 +171,49 @@ TEST_CASE("link classes, ports and hierarchy groups follow the topology", "[topo
   CHECK(mi.portOf(0, LinkClass::kIb) != mi.portOf(1, LinkClass::kIb));  // one NIC per GPU
 }
 
+TEST_CASE("hosts that share a machine send tcp through its kernel, at its load", "[topology]") {
+  using algo::LinkClass;
+  // Two hosts of 2 PUs, 2 ranks each, as tools/hosts.sh's 2x2 on a 2-core machine.
+  Topology w;
+  for (const char* name : {"node0", "node1"}) {
+    Host h;
+    h.name = name;
+    h.cores = h.pus = 2;
+    w.hosts.push_back(h);
+  }
+  for (int r = 0; r < 4; ++r) w.ranks.push_back({.host = r / 2});
+  const auto tcpOf = [](const Topology& t) {
+    return algo::linkModelFor(t).links[static_cast<int>(LinkClass::kTcp)];
+  };
+  // Separate machines (or unknown ones): a NIC's costs, and neither host is oversubscribed.
+  const algo::LinkParams nic = tcpOf(w);
+  CHECK(nic.latencyUs == 10.0);
+  CHECK(nic.overheadUs == 2.0);
+  CHECK(algo::linkModelFor(w).cpuLoad == 1.0);
+  w.hosts[0].machine = "boot-a";
+  w.hosts[1].machine = "boot-b";
+  CHECK(tcpOf(w).latencyUs == 10.0);
+  // One machine: loopback's latency, and 4 ranks on its 2 PUs make each message wait (o = 4 us
+  // per rank per PU); the shm load of each host stays 1.
+  w.hosts[1].machine = "boot-a";
+  const algo::LinkParams shared = tcpOf(w);
+  CHECK(shared.latencyUs == Approx(2.9));
+  CHECK(shared.overheadUs == Approx(8.0));
+  CHECK(shared.bandwidthGBps == nic.bandwidthGBps);
+  CHECK(algo::linkModelFor(w).cpuLoad == 1.0);
+  // One rank per host on the same machine: not oversubscribed.
+  w.ranks = {{.host = 0}, {.host = 1}};
+  CHECK(tcpOf(w).overheadUs == Approx(1.6));
+  // The machine survives a JSON round trip; a host without one writes none.
+  auto back = fromJson(toJson(w));
+  REQUIRE(back.isOk());
+  CHECK(back->hosts[1].machine == "boot-a");
+  w.hosts[0].machine.clear();
+  CHECK(toJson(w).find("\"machine\"") != std::string::npos);
+  w.hosts[1].machine.clear();
+  CHECK(toJson(w).find("\"machine\"") == std::string::npos);
+}
+
 TEST_CASE("parse errors name the JSON path", "[topology]") {
   auto err = [](const std::string& text) {
     auto t = fromJson(text);
