@@ -242,9 +242,9 @@ double fastest(const std::vector<double>& v) {
 
 // One case with every variant of `cmp`: validation once each, then `rounds` rounds in which every
 // variant is timed in turn (out of place, then in place; each round starting with the next
-// variant), so that all of them see the same state of the machine; one row per variant with its fastest round (a round's time is the mean of
-// its -n calls; the minimum over rounds filters out rounds that other processes or the VM
-// slowed down), then a comparison line.
+// variant), so that all of them see the same state of the machine; one row per variant with its
+// fastest round (a round's time is the mean of its -n calls; the minimum over rounds filters out
+// rounds that other processes or the VM slowed down), then a comparison line.
 Status compareCase(Communicator& comm, const Config& cfg, const PerfColl& coll, CaseShape s,
                    Buffers& bufs, const Row& base, Compare& cmp, Report& report) {
   struct Acc {
