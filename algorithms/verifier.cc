@@ -38,10 +38,6 @@ struct View {
   uint64_t offset = 0, count = 0;
 };
 
-bool isRecv(Op op) {
-  return op == Op::kRecv || op == Op::kRecvReduce || op == Op::kRecvReduceSend ||
-         op == Op::kRecvCopySend;
-}
 bool inBounds(uint64_t off, uint64_t n, uint64_t size) { return off <= size && n <= size - off; }
 
 // One message of a round: a send, or the send half of a forwarding step.
@@ -294,7 +290,7 @@ class Verifier {
         const int s = static_cast<int>(i);
         if (st.op == Op::kSend) msgs_.push_back({r, st.peer, s, i, st.count});
         if (forwards(st.op)) msgs_.push_back({r, st.sendPeer, s, (1ull << 32) + i, st.count});
-        if (isRecv(st.op)) {
+        if (receives(st.op)) {
           wantOfStep_[stepBase_[r] + i] = static_cast<int>(wants_.size());
           wants_.push_back({st.peer, r, s});
         }
@@ -419,7 +415,7 @@ class Verifier {
       for (size_t i = 0; i < ss.size(); ++i) {
         const Step& st = ss[i];
         const int s = static_cast<int>(i);
-        if (st.count == 0 || isRecv(st.op) || selfCopy(r, st)) continue;
+        if (st.count == 0 || receives(st.op) || selfCopy(r, st)) continue;
         if (st.op == Op::kSend) continue;  // below, with its message
         TUTTI_VERIFY_TRY(readChecked(r, s, st.src, st.srcOffset, st.count, tmpA_));
         if (st.op == Op::kReduce) {
