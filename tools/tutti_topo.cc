@@ -114,9 +114,12 @@ int run(int argc, char** argv) {
   auto t = file.empty() ? topo::local() : topo::loadFile(file);
   if (!t.isOk()) return fmt::print(stderr, "tutti-topo: {}\n", t.status().message()), 1;
   if (!coll.empty()) return select(t.value(), coll, nranks, sizes, dtype, linkFile);
-  // Without the kernel's boot id (Host::machine): a dump is a description of the hardware, often
-  // copied into a file of several hosts, which would then count as one machine.
-  for (topo::Host& h : t.value().hosts) h.machine.clear();
+  // The probe's dump without the kernel's boot id (Host::machine): it describes the hardware, and
+  // is often copied into a file of several hosts, which would then count as one machine. A file's
+  // own ids are printed as it has them.
+  const char* topoFile = std::getenv("TUTTI_TOPO_FILE");
+  if (file.empty() && (topoFile == nullptr || *topoFile == '\0'))
+    for (topo::Host& h : t.value().hosts) h.machine.clear();
   fmt::print("{}", json ? topo::toJson(t.value()) : topo::toTree(t.value()));
   return 0;
 }
