@@ -284,8 +284,10 @@ Status compareCase(Communicator& comm, const Config& cfg, const PerfColl& coll, 
       }
     }
   }
-  double autoUs = -1, bestUs = -1;
+  double autoUs = -1, bestUs = -1, choiceUs = -1;
   std::string autoAlgo, bestAlgo;
+  for (const Acc& a : accs)
+    if (a.name.empty()) autoAlgo = a.chosen;
   for (const Acc& a : accs) {
     Row row = base;
     row.outOfPlace = measurementOf(fastest(a.times[0]), base.bytes, coll, s.nranks, a.wrong[0]);
@@ -298,17 +300,20 @@ Status compareCase(Communicator& comm, const Config& cfg, const PerfColl& coll, 
     const double us = row.outOfPlace.timeUs;
     if (a.name.empty()) {
       autoUs = us, autoAlgo = a.chosen;
-    } else if (bestUs < 0 || us < bestUs) {
-      bestUs = us, bestAlgo = a.chosen;
+    } else {
+      if (a.chosen == autoAlgo) choiceUs = us;
+      if (bestUs < 0 || us < bestUs) bestUs = us, bestAlgo = a.chosen;
     }
   }
   if (autoUs > 0 && bestUs > 0) {
     const double ratio = autoUs / bestUs;
     if (ratio > cmp.worst) cmp.worst = ratio, cmp.worstBytes = base.bytes;
     if (comm.rank() == 0)
-      std::printf("# compare %zu B: auto %s %s us, best forced %s %s us, auto/best %.2f%s\n",
+      std::printf("# compare %zu B: auto %s %s us, best forced %s %s us, auto/best %.2f%s, "
+                  "choice forced/best %.2f\n",
                   base.bytes, autoAlgo.c_str(), formatTimeUs(autoUs).c_str(), bestAlgo.c_str(),
-                  formatTimeUs(bestUs).c_str(), ratio, ratio > 1.15 ? "  (over 15%)" : "");
+                  formatTimeUs(bestUs).c_str(), ratio, ratio > 1.15 ? "  (over 15%)" : "",
+                  choiceUs > 0 ? choiceUs / bestUs : 0.0);
   }
   return Status::ok();
 }

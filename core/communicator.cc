@@ -230,7 +230,7 @@ Status CommImpl::setAlgorithm(Coll coll, const std::string& name) {
 
 void CommImpl::selectAlgorithm(Coll coll, const std::string& name) {
   selection_.setOverride(coll, name);
-  plans_.clear();  // cached plans may have been built with the previous choice
+  plans_.clear(coll);  // its cached plans may have been built with the previous choice
 }
 
 Result<algo::Decision> CommImpl::explain(Coll coll, size_t count, DataType dtype, RedOp op,
@@ -261,6 +261,7 @@ Result<std::string> CommImpl::loadSchedule(const std::string& path) {
     std::string name = s.name;
     TUTTI_TRY(algo::registerLoaded(std::move(s)));
     it = loaded.emplace(path, std::make_pair(coll, name)).first;
+    selection_.forgetDecisions();
   }
   selectAlgorithm(it->second.first, it->second.second);
   return it->second.second;

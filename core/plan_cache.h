@@ -23,7 +23,8 @@ namespace tutti::detail {
 class PlanCache {
  public:
   /// A call's shape: collective, count, dtype, op, root, in place, send peer, receive peer. The
-  /// algorithm override is not part of it: the owner clears the cache when an override changes.
+  /// algorithm override is not part of it: the owner clears the collective's plans when its
+  /// override changes.
   using Key = std::tuple<int, size_t, int, int, int, bool, int, int>;
   static Key keyOf(const CallArgs& a, bool inPlace) {
     return {static_cast<int>(a.coll), a.count, static_cast<int>(a.dtype), static_cast<int>(a.op),
@@ -43,11 +44,19 @@ class PlanCache {
   /// after growing the scratch pool to its needs. SystemError naming `api` when the pool cannot
   /// grow (nothing stored).
   Result<Plan*> insert(const Key& key, std::unique_ptr<Plan> plan, const char* api);
-  /// Forgets every plan (an algorithm override changed).
+  /// Forgets every plan.
   void clear() {
     plans_.clear();
     last_ = nullptr;
     fused_.clear();
+  }
+  /// Forgets the plans of one collective (its algorithm override changed); fused batches are
+  /// allreduces.
+  void clear(Coll coll) {
+    std::erase_if(plans_,
+                  [&](const auto& kv) { return std::get<0>(kv.first) == static_cast<int>(coll); });
+    last_ = nullptr;
+    if (coll == Coll::kAllReduce) fused_.clear();
   }
 
   /// A fused batch of allreduces (core/batch.cc): dtype, op, then each call's count and whether

@@ -148,13 +148,15 @@ Result<algo::Decision> Selection::decide(const algo::CollShape& callShape, const
   algo::CollShape shape = callShape;
   shape.rank = 0;
   shape.inPlace = false;
-  const DecisionKey key{static_cast<int>(shape.coll), shape.count, static_cast<int>(shape.dtype),
-                        static_cast<int>(shape.op), shape.root, false};
   std::lock_guard<std::mutex> lock(mu_);
+  const auto forced = forced_.find(shape.coll);
+  DecisionKey key{static_cast<int>(shape.coll), shape.count, static_cast<int>(shape.dtype),
+                  static_cast<int>(shape.op), shape.root,
+                  forced == forced_.end() ? std::string() : forced->second};
   if (auto it = decisions_.find(key); it != decisions_.end()) return it->second;
   algo::SelectOptions opts;
-  if (auto it = forced_.find(shape.coll); it != forced_.end()) {
-    opts.forced = it->second;
+  if (forced != forced_.end()) {
+    opts.forced = forced->second;
     opts.forcedSource = "setAlgorithm / schedule file";
   }
   opts.costAll = log::enabled(LogLevel::kInfo, Subsys::kTuning);
@@ -163,7 +165,7 @@ Result<algo::Decision> Selection::decide(const algo::CollShape& callShape, const
     return Status(d.status().code(), fmt::format("{}: {}", api, d.status().message()));
   TUTTI_LOG_INFO(Subsys::kTuning, "{}: {}", api, algo::describe(shape, d.value()));
   if (decisions_.size() >= 512) decisions_.clear();  // bounded, like the plan cache
-  decisions_.emplace(key, d.value());
+  decisions_.emplace(std::move(key), d.value());
   return d;
 }
 
@@ -171,6 +173,10 @@ void Selection::setOverride(Coll coll, const std::string& name) {
   std::lock_guard<std::mutex> lock(mu_);
   if (name.empty()) forced_.erase(coll);
   else forced_[coll] = name;
+}
+
+void Selection::forgetDecisions() {
+  std::lock_guard<std::mutex> lock(mu_);
   decisions_.clear();
 }
 

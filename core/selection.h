@@ -5,7 +5,7 @@
 // TUTTI_CALIBRATE=1, parameters the communicator measures: core/calibrate.cc), and TUTTI_ALGO /
 // NCCL_ALGO are parsed. Per call shape the selector (algorithms/selector.h) picks the algorithm,
 // honouring the communicator's override (setAlgorithm, schedule files); the decision is cached
-// (512 shapes, then the cache starts over) and logged (TUNING).
+// per shape and override (512 entries, then the cache starts over) and logged (TUNING).
 // Thread-safety: decide() may run on the executing thread and in Communicator::algorithmFor at
 // once; init and setOverride run under the owner's rules (init once; setOverride under its
 // execution mutex).
@@ -36,8 +36,11 @@ class Selection {
   /// The algorithm for a call of this shape (the same on every rank: chosen for rank 0 out of
   /// place). Errors from the selector name `api`.
   Result<algo::Decision> decide(const algo::CollShape& shape, const char* api);
-  /// Forces `name` for `coll` ("" releases it) and forgets the cached decisions.
+  /// Forces `name` for `coll` ("" releases it). Decisions are cached per override, so that
+  /// going back to one (tutti-perf's --algo all, an autotuner) costs no new simulation.
   void setOverride(Coll coll, const std::string& name);
+  /// Forgets the cached decisions (a loaded schedule joined the registry: TUTTI_ALGO may name it).
+  void forgetDecisions();
 
   /// The link model (calibration refines it during init).
   algo::LinkModel& model() { return model_; }
@@ -55,7 +58,8 @@ class Selection {
   size_t streamBytes_ = 0;
   algo::AlgoOverrides envAlgo_;  // TUTTI_ALGO, then NCCL_ALGO
   std::map<Coll, std::string> forced_;  // setOverride
-  using DecisionKey = std::tuple<int, size_t, int, int, int, bool>;
+  // collective, count, dtype, op, root, the override in force for the collective ("" = none)
+  using DecisionKey = std::tuple<int, size_t, int, int, int, std::string>;
   std::map<DecisionKey, algo::Decision> decisions_;
   std::mutex mu_;  // forced_, decisions_
 };
