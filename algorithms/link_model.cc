@@ -319,6 +319,10 @@ LinkModel linkModelFor(const topo::Topology& w) {
     const int pus = w.hosts[host].pus;
     if (pus > 0 && ranks > pus) load = std::max(load, static_cast<double>(ranks) / pus);
   }
+  // Hosts that share one machine (emulated hosts, containers) share its CPUs: 2 emulated hosts
+  // of 2 ranks on a 2-core machine are 4 ranks on 2 cores, inside each host too.
+  const double shared = sharedMachineLoad(w, perHost);
+  load = std::max(load, shared);
   LinkParams& shm = m.links[static_cast<int>(LinkClass::kShm)];
   shm.latencyUs = kShmLatencyUs;
   shm.bandwidthGBps = kShmCurve.back().second;
@@ -356,7 +360,7 @@ LinkModel linkModelFor(const topo::Topology& w) {
       if (n.speedGbps > 0) (n.type == "infiniband" ? ib : eth) = std::min(n.type == "infiniband" ? ib : eth, n.speedGbps);
   if (std::isfinite(eth)) m.links[static_cast<int>(LinkClass::kTcp)].bandwidthGBps = 0.9 * eth / 8;
   if (std::isfinite(ib)) m.links[static_cast<int>(LinkClass::kIb)].bandwidthGBps = ib / 8;
-  if (const double shared = sharedMachineLoad(w, perHost); shared > 0) {
+  if (shared > 0) {
     LinkParams& tcp = m.links[static_cast<int>(LinkClass::kTcp)];
     tcp.latencyUs = kLoopbackLatencyUs;
     tcp.overheadUs =

@@ -41,7 +41,8 @@ LinkClass linkClassBetween(const topo::Topology& world, int a, int b);
 ///  - tcp / ib bandwidth from the slowest NIC speed known (Gbit/s / 8, times 0.9 for tcp);
 ///  - nvlink bandwidth 20 GB/s per link of the least-connected GPU pair; pcie from the GPUs'
 ///    PCIe link speed;
-///  - cpuLoad: ranks / PUs of the most loaded host (1 when not oversubscribed);
+///  - cpuLoad: ranks / PUs of the most loaded host, or of a machine that holds several hosts
+///    (Host::machine; 1 when not oversubscribed);
 ///  - then world.links / reduceGBps / copyGBps, which replace what they name.
 /// classOf is linkClassBetween over world. Pure.
 LinkModel linkModelFor(const topo::Topology& world);

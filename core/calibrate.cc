@@ -186,10 +186,11 @@ Status CommImpl::calibrate(const std::vector<int>& hostOfRank) {
   // than 1.35x (8 B exchange 1.4-12.4 us, 256 KiB 3.0-10.8 GB/s) and measured again (250-290 ms
   // each), and the models so fitted did no better than the defaults (docs/TOPOLOGY.md). Not by
   // default, then; TUTTI_CALIBRATE=1 or 2 still measures. cpuLoad comes from every host's
-  // topology, so every rank takes the same branch.
+  // topology (and the machines several hosts share), so every rank takes the same branch.
   if (!calibrationAsked() && selection_.model().cpuLoad > 1.0) {
     TUTTI_LOG_INFO(Subsys::kTuning, "calibrate: not by default with more ranks than CPUs on a "
-                   "host ({:.2g} per CPU): the fitted defaults stand (TUTTI_CALIBRATE=1 measures)",
+                   "host or a machine of several hosts ({:.2g} per CPU): the fitted defaults "
+                   "stand (TUTTI_CALIBRATE=1 measures)",
                    selection_.model().cpuLoad);
     return Status::ok();
   }

@@ -194,16 +194,22 @@ TEST_CASE("hosts that share a machine send tcp through its kernel, at its load",
   w.hosts[1].machine = "boot-b";
   CHECK(tcpOf(w).latencyUs == 10.0);
   // One machine: loopback's latency, and 4 ranks on its 2 PUs make each message wait (o = 4 us
-  // per rank per PU); the shm load of each host stays 1.
+  // per rank per PU); inside each host too the ranks share the machine's 2 PUs: shm is costed
+  // as 4 ranks on 2 cores (load 2, as one host with 4 ranks), and calibration keeps off.
+  const algo::LinkParams oneHostShm =
+      algo::linkModelFor(w).links[static_cast<int>(LinkClass::kShm)];
   w.hosts[1].machine = "boot-a";
   const algo::LinkParams shared = tcpOf(w);
   CHECK(shared.latencyUs == Approx(2.9));
   CHECK(shared.overheadUs == Approx(8.0));
   CHECK(shared.bandwidthGBps == nic.bandwidthGBps);
-  CHECK(algo::linkModelFor(w).cpuLoad == 1.0);
+  CHECK(algo::linkModelFor(w).cpuLoad == 2.0);
+  CHECK(algo::linkModelFor(w).links[static_cast<int>(LinkClass::kShm)].latencyUs >
+        oneHostShm.latencyUs);
   // One rank per host on the same machine: not oversubscribed.
   w.ranks = {{.host = 0}, {.host = 1}};
   CHECK(tcpOf(w).overheadUs == Approx(1.6));
+  CHECK(algo::linkModelFor(w).cpuLoad == 1.0);
   // The machine survives a JSON round trip; a host without one writes none.
   auto back = fromJson(toJson(w));
   REQUIRE(back.isOk());
