@@ -17,10 +17,15 @@
 //
 // Usage: tutti-tcp-ceiling [-p CPU_A CPU_B] [-t SECONDS_PER_CASE] [SIZE ...]
 //   SIZE in bytes with an optional K/M/G suffix (powers of 1024); default 1M 16M 256M.
+// Under a launcher of 2 ranks (TUTTI_RANK, TUTTI_NRANKS, TUTTI_COMM_ID=IPv4:PORT set) the two
+// ranks are the two sides instead of a forked pair over loopback: rank 0 listens on the root
+// address, rank 1 connects, pinned to CPU_A and CPU_B. Between two emulated hosts:
+//   tutti-run --emulate-hosts 2x1 --link rate=10gbit -- tutti-tcp-ceiling 1M 16M
 // Prints one line per size and configuration, then per size:
 //   tcp_exchange bytes=S best_us=T busbw_bound_gbps=G nsocks=K write=W sndbuf=B (0: autotuned)
 // Exit 0; 1 on a socket error or a wrong byte; 2 for bad arguments.
 #include <fcntl.h>
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -183,34 +188,69 @@ int main(int argc, char** argv) {
   // One set of kMaxSocks connections per SO_SNDBUF (once set, a socket never autotunes again).
   constexpr int kSndBufs[] = {0, 128 << 10};
   constexpr int kSets = 2;
-  const int lfd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (lfd < 0) die("socket");
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t alen = sizeof addr;
-  if (::bind(lfd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) die("bind");
-  if (::listen(lfd, kMaxSocks * kSets) != 0) die("listen");
-  if (::getsockname(lfd, reinterpret_cast<sockaddr*>(&addr), &alen) != 0) die("getsockname");
+  // Under a launcher (2 ranks: TUTTI_RANK, TUTTI_NRANKS, TUTTI_COMM_ID=ADDR:PORT, as tutti-run
+  // and tools/hosts.sh set them) rank 0 listens on the root address and rank 1 connects to it,
+  // from another host or emulated host; otherwise the process forks its peer over loopback.
+  const char* rankEnv = std::getenv("TUTTI_RANK");
+  const bool launched = rankEnv != nullptr;
+  int rank = 0;
+  if (launched) {
+    const char* n = std::getenv("TUTTI_NRANKS");
+    const char* id = std::getenv("TUTTI_COMM_ID");
+    const std::string root = id ? id : "";
+    const size_t colon = root.rfind(':');
+    rank = std::atoi(rankEnv);
+    if (!n || std::atoi(n) != 2 || (rank != 0 && rank != 1) || colon == std::string::npos ||
+        ::inet_pton(AF_INET, root.substr(0, colon).c_str(), &addr.sin_addr) != 1) {
+      std::fprintf(stderr, "tutti-tcp-ceiling: under a launcher it needs TUTTI_NRANKS=2, "
+                           "TUTTI_RANK 0 or 1 and TUTTI_COMM_ID=IPv4:PORT (got %s, %s, %s)\n",
+                   n ? n : "unset", rankEnv, id ? id : "unset");
+      return 2;
+    }
+    addr.sin_port = htons(static_cast<uint16_t>(std::atoi(root.c_str() + colon + 1)));
+  }
+  int lfd = -1;
+  if (!launched || rank == 0) {
+    lfd = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (lfd < 0) die("socket");
+    const int one = 1;
+    ::setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    socklen_t alen = sizeof addr;
+    if (::bind(lfd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) die("bind");
+    if (::listen(lfd, kMaxSocks * kSets) != 0) die("listen");
+    if (::getsockname(lfd, reinterpret_cast<sockaddr*>(&addr), &alen) != 0) die("getsockname");
+  }
   std::fflush(stdout);
-  const pid_t pid = ::fork();
-  if (pid < 0) die("fork");
-  const bool parent = pid != 0;
+  pid_t pid = 0;
+  if (!launched) {
+    pid = ::fork();
+    if (pid < 0) die("fork");
+  }
+  const bool parent = launched ? rank == 0 : pid != 0;
   std::vector<int> all;
+  const auto deadline = Clock::now() + std::chrono::seconds(20);
   for (int i = 0; i < kMaxSocks * kSets; ++i) {
     int fd;
     if (parent) {
       fd = ::accept(lfd, nullptr, nullptr);
       if (fd < 0) die("accept");
     } else {
-      fd = ::socket(AF_INET, SOCK_STREAM, 0);
-      if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0)
-        die("connect");
+      for (;;) {  // rank 0 of a launched pair may not listen yet
+        fd = ::socket(AF_INET, SOCK_STREAM, 0);
+        if (fd < 0) die("socket");
+        if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) break;
+        if (!launched || Clock::now() > deadline) die("connect");
+        ::close(fd);
+        ::usleep(20000);
+      }
     }
     setFlags(fd, kSndBufs[i / kMaxSocks]);
     all.push_back(fd);
   }
-  ::close(lfd);
+  if (lfd >= 0) ::close(lfd);
   pin(parent ? cpuA : cpuB);
   for (const size_t bytes : sizes) {
     double best = 0;
@@ -239,7 +279,7 @@ int main(int argc, char** argv) {
           bytes, best, bytes / best / 1e3, bestK, bestW, bestB);
     std::fflush(stdout);
   }
-  if (!parent) return 0;
+  if (!parent || launched) return 0;
   int status = 0;
   if (::waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     std::fprintf(stderr, "tutti-tcp-ceiling: the child process failed\n");

@@ -115,6 +115,22 @@ void makeDirs(const std::string& path) {
     if (i == path.size() || path[i] == '/') ::mkdir(path.substr(0, i).c_str(), 0755);
 }
 
+// What a cache file holds: the compute figures and the class that joins host-mates (`onHost`:
+// "shm", "tcp", "mixed" for both, "" with one rank per host), the one link a later init's check
+// repeats. A fit of the network between hosts (TUTTI_CALIBRATE asked) is the measuring job's
+// alone: it follows the network's load and shaping of the moment, no check would catch it going
+// stale, and emulated hosts of any link reuse the host names node0, node1, ... Older files that
+// hold one are read through this too.
+nlohmann::json cacheable(const nlohmann::json& links, const std::string& onHost) {
+  nlohmann::json out = nlohmann::json::object();
+  for (auto it = links.begin(); it != links.end(); ++it) {
+    const std::string& k = it.key();
+    const bool onHostClass = k == onHost || (onHost == "mixed" && (k == "shm" || k == "tcp"));
+    if (!it->is_object() || onHostClass) out[k] = *it;
+  }
+  return out;
+}
+
 // Link parameters from three half round trips (bestMeanUs): half(S) = o + alpha + S / beta.
 nlohmann::json fitLink(double halfSmallUs, double halfMidUs, double halfLargeUs, double o) {
   double slope = (halfLargeUs - halfMidUs) / static_cast<double>(kLarge - kMid);  // us per byte
@@ -214,7 +230,7 @@ Status CommImpl::calibrate(const std::vector<int>& hostOfRank) {
     algo::LinkModel probe = selection_.model();
     if (j.is_object() && j.contains("links") &&
         algo::applyLinkText(ss.str(), path, probe).isOk())
-      cached = j["links"].dump();
+      cached = cacheable(j["links"], selection_.onHostTransport()).dump();
     else if (in)
       TUTTI_LOG_WARN(Subsys::kTuning, "calibrate: ignoring unreadable cache {}", path);
   }
@@ -281,15 +297,6 @@ Status CommImpl::calibrate(const std::vector<int>& hostOfRank) {
     mine = nlohmann::json::parse(cached);
   } else {
     const auto scope = calibrationScope();
-    // Fits the link to `peer` from ping-pongs of 8 B, 64 KiB and 1 MiB (iters[] of each).
-    auto measureLink = [&](int peer, bool leader, const int (&iters)[3]) -> Status {
-      TUTTI_TRY_ASSIGN(double s, calibrationPingPong(peer, leader, kSmall, iters[0]));
-      TUTTI_TRY_ASSIGN(double m, calibrationPingPong(peer, leader, kMid, iters[1]));
-      TUTTI_TRY_ASSIGN(double l, calibrationPingPong(peer, leader, kLarge, iters[2]));
-      mine[algo::linkClassName(selection_.model().linkClass(rank_, peer))] =
-          fitLink(s, m, l, selection_.model().link(rank_, peer).overheadUs);
-      return Status::ok();
-    };
     // Host-mates (shm, or tcp with TUTTI_TRANSPORTS=tcp) exchange messages: both send and
     // receive at once, as in most rounds of a collective. o + alpha is the 8 B exchange, the
     // bandwidth curve bw(m) = m / (exchange(m) - exchange(8 B)); for shm, the memory term's
@@ -357,17 +364,25 @@ Status CommImpl::calibrate(const std::vector<int>& hostOfRank) {
       mine["reduce_gbps"] = kComputeBytes / std::max(1e-3, medianOf(red)) / 1e3;
       mine["copy_gbps"] = kComputeBytes / std::max(1e-3, medianOf(cpy)) / 1e3;
     }
-    // 4. network: the first ranks of the first two hosts, when TUTTI_CALIBRATE asks. By default
-    // the NICs' speeds stay: a cached network fit is not checked at later inits, and a 1 MiB
-    // ping-pong through a rate limiter (tc tbf) fits in its burst (2.1 GB/s measured through a
-    // 10 Gbit/s shaper, docs/PERFORMANCE.md "Across emulated hosts").
+  }
+  // 4. network: the first ranks of the first two hosts, when TUTTI_CALIBRATE asks, cache or
+  // not (the cache holds no network: cacheable). By default the NICs' speeds stay: a 1 MiB
+  // ping-pong through a rate limiter (tc tbf) fits in its burst (2.1 GB/s measured through a
+  // 10 Gbit/s shaper, docs/PERFORMANCE.md "Across emulated hosts").
+  int first[2] = {0, -1};  // rank 0 and the first rank on another host
+  for (int r = 1; r < nranks_ && first[1] < 0; ++r)
+    if (hostOfRank[r] != hostOfRank[0]) first[1] = r;
+  if (calibrationAsked() && first[1] >= 0) {
+    const auto scope = calibrationScope();
     TUTTI_TRY(net_->boot().barrier());
-    int first[2] = {0, -1};  // rank 0 and the first rank on another host
-    for (int r = 1; r < nranks_ && first[1] < 0; ++r)
-      if (hostOfRank[r] != hostOfRank[0]) first[1] = r;
-    if (calibrationAsked() && first[1] >= 0 && (rank_ == first[0] || rank_ == first[1])) {
-      TUTTI_TRY(measureLink(rank_ == first[0] ? first[1] : first[0], rank_ == first[0],
-                            {50, 10, 5}));
+    if (rank_ == first[0] || rank_ == first[1]) {
+      const int peer = rank_ == first[0] ? first[1] : first[0];
+      const bool leader = rank_ == first[0];
+      TUTTI_TRY_ASSIGN(double sm, calibrationPingPong(peer, leader, kSmall, 50));
+      TUTTI_TRY_ASSIGN(double md, calibrationPingPong(peer, leader, kMid, 10));
+      TUTTI_TRY_ASSIGN(double lg, calibrationPingPong(peer, leader, kLarge, 5));
+      mine[algo::linkClassName(selection_.model().linkClass(rank_, peer))] =
+          fitLink(sm, md, lg, selection_.model().link(rank_, peer).overheadUs);
     }
     TUTTI_TRY(net_->boot().barrier());
   }
@@ -410,7 +425,8 @@ Status CommImpl::calibrate(const std::vector<int>& hostOfRank) {
     makeDirs(cacheDir());
     const std::string tmp = path + fmt::format(".{}", ::getpid());
     std::ofstream out(tmp);
-    out << file.dump(2) << "\n";
+    out << nlohmann::json{{"links", cacheable(links, selection_.onHostTransport())}}.dump(2)
+        << "\n";
     out.close();
     if (!out || std::rename(tmp.c_str(), path.c_str()) != 0) {
       std::remove(tmp.c_str());
