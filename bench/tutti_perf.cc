@@ -308,12 +308,14 @@ Status compareCase(Communicator& comm, const Config& cfg, const PerfColl& coll, 
   if (autoUs > 0 && bestUs > 0) {
     const double ratio = autoUs / bestUs;
     if (ratio > cmp.worst) cmp.worst = ratio, cmp.worstBytes = base.bytes;
+    // The chosen algorithm's own forced row ("-" when it was not among the variants).
+    char choice[16] = "-";
+    if (choiceUs > 0) std::snprintf(choice, sizeof choice, "%.2f", choiceUs / bestUs);
     if (comm.rank() == 0)
       std::printf("# compare %zu B: auto %s %s us, best forced %s %s us, auto/best %.2f%s, "
-                  "choice forced/best %.2f\n",
+                  "choice forced/best %s\n",
                   base.bytes, autoAlgo.c_str(), formatTimeUs(autoUs).c_str(), bestAlgo.c_str(),
-                  formatTimeUs(bestUs).c_str(), ratio, ratio > 1.15 ? "  (over 15%)" : "",
-                  choiceUs > 0 ? choiceUs / bestUs : 0.0);
+                  formatTimeUs(bestUs).c_str(), ratio, ratio > 1.15 ? "  (over 15%)" : "", choice);
   }
   return Status::ok();
 }
