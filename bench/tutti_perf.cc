@@ -299,7 +299,7 @@ Status compareCase(Communicator& comm, const Config& cfg, const PerfColl& coll, 
     report.add(row);
     const double us = row.outOfPlace.timeUs;
     if (a.name.empty()) {
-      autoUs = us, autoAlgo = a.chosen;
+      autoUs = us;
     } else {
       if (a.chosen == autoAlgo) choiceUs = us;
       if (bestUs < 0 || us < bestUs) bestUs = us, bestAlgo = a.chosen;
